@@ -1,0 +1,1 @@
+"""Storage and shared primitives. Nothing in here touches the network."""

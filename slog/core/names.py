@@ -1,0 +1,126 @@
+"""Names that become paths: topic and group validation and the data-dir layout.
+
+Every path under the data dir is built here, after validation, so no client-
+supplied string can point outside it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from slog.core.errors import DataDirError, InvalidNameError, InvalidTopicError
+
+MAX_TOPIC_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+MAX_GROUP_ID_LENGTH = 32767  # a Kafka STRING; the group id never becomes a path
+DATA_DIR_MODE = 0o700
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__cluster_metadata"})
+
+
+def validate_topic_name(name: str) -> str:
+    """Return ``name`` if Kafka would accept it as a topic, else raise InvalidTopicError."""
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicError("topic name is empty")
+    if name in (".", ".."):
+        raise InvalidTopicError(f"topic name cannot be {name!r}")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicError(
+            f"topic name is {len(name)} characters long; the limit is {MAX_TOPIC_LENGTH}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        bad = sorted({c for c in name if not _LEGAL_TOPIC.fullmatch(c)})
+        raise InvalidTopicError(
+            f"topic name {name!r} contains illegal characters {''.join(bad)!r}; "
+            "only ASCII letters, digits, '.', '_' and '-' are allowed"
+        )
+    return name
+
+
+def topic_collides(a: str, b: str) -> bool:
+    """Kafka forbids two topics that differ only by '.' versus '_' (metric names clash)."""
+    return a != b and a.replace(".", "_") == b.replace(".", "_")
+
+
+def validate_group_id(group_id: str) -> str:
+    """Kafka accepts any non-empty string as a group id."""
+    if not isinstance(group_id, str) or not group_id:
+        raise InvalidNameError("group id is empty")
+    if len(group_id) > MAX_GROUP_ID_LENGTH:
+        raise InvalidNameError("group id is too long")
+    return group_id
+
+
+def validate_partition(partition: int) -> int:
+    if not isinstance(partition, int) or partition < 0 or partition > 0x7FFFFFFF:
+        raise InvalidTopicError(f"partition {partition!r} is not a non-negative int32")
+    return partition
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>``, Kafka's directory name for one partition's log."""
+    return f"{validate_topic_name(topic)}-{validate_partition(partition)}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int]:
+    """Inverse of :func:`partition_dir_name`; raises InvalidTopicError if it is not one."""
+    topic, sep, number = name.rpartition("-")
+    if not sep or not number.isdigit():
+        raise InvalidTopicError(f"{name!r} is not a <topic>-<partition> directory")
+    return validate_topic_name(topic), int(number)
+
+
+def ensure_inside(root: Path, candidate: Path) -> Path:
+    """Resolve ``candidate`` and refuse it unless it lies under ``root``."""
+    resolved_root = root.resolve()
+    resolved = candidate.resolve()
+    if resolved != resolved_root and resolved_root not in resolved.parents:
+        raise InvalidTopicError(f"{candidate} would lie outside the data dir {root}")
+    return resolved
+
+
+def ensure_data_dir(path: str | os.PathLike[str]) -> Path:
+    """Create the data dir (mode 0700) if needed and check that it is usable."""
+    root = Path(path).expanduser()
+    if root.exists() and not root.is_dir():
+        raise DataDirError(f"data dir {root} exists and is not a directory")
+    try:
+        root.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataDirError(f"cannot create data dir {root}: {exc.strerror}") from exc
+    if not os.access(root, os.R_OK | os.W_OK | os.X_OK):
+        raise DataDirError(f"data dir {root} is not readable and writable by this user")
+    return root.resolve()
+
+
+class DataDirLayout:
+    """Where each file of a data dir lives (see docs/ARCHITECTURE.md, "Data directory")."""
+
+    def __init__(self, root: str | os.PathLike[str]):
+        self.root = Path(root).expanduser().resolve()
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def controller_lock(self) -> Path:
+        return self.root / "controller.lock"
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.root / "metadata"
+
+    def broker_dir(self, broker_id: int) -> Path:
+        if not isinstance(broker_id, int) or broker_id < 0:
+            raise InvalidNameError(f"broker id {broker_id!r} must be a non-negative integer")
+        return self.root / "brokers" / str(broker_id)
+
+    def logs_dir(self, broker_id: int) -> Path:
+        return self.broker_dir(broker_id) / "logs"
+
+    def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
+        logs = self.logs_dir(broker_id)
+        return ensure_inside(logs, logs / partition_dir_name(topic, partition))
