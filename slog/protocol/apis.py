@@ -1,0 +1,250 @@
+"""The Kafka APIs slog speaks, their version ranges, and kio schema lookups.
+
+Version ranges follow two rules:
+
+* **Low minimums.** librdkafka (and kafka-python / aiokafka) only enable a
+  feature when the client's range and the broker's range overlap, so we go as
+  low as kio has schemas for. Old versions cost nothing: kio decodes them all
+  into version-specific dataclasses.
+* **Honest maximums.** The maximum is the highest version whose *semantics* a
+  simple single-machine broker honours, clamped to what kio 0.6.5 ships. The
+  reason for each cap is written next to it.
+
+The broker advertises only the subset it implements, via `api_versions_table`.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.index import api_key_map, schema_name_map
+
+from slog.protocol.errors import UnsupportedVersionError
+
+__all__ = [
+    "ALL_APIS",
+    "API_BY_KEY",
+    "ApiKey",
+    "ApiSpec",
+    "api_versions_table",
+    "is_flexible_request",
+    "kio_version_range",
+    "request_class",
+    "response_class",
+    "warm_up",
+]
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka API keys slog knows about (Kafka's numbering)."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+
+
+class ApiSpec(NamedTuple):
+    """One row of the ApiVersions table."""
+
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+# (key, min, max) with the reason for each maximum. "kio: a-b" notes what kio
+# 0.6.5 ships when it is narrower or wider than what we advertise.
+_RANGES: tuple[tuple[ApiKey, int, int], ...] = (
+    # v3 is the first flexible version (KIP-511 client software name/version);
+    # kio also has v4 (KIP-1022 feature semantics) which we don't need.
+    (ApiKey.API_VERSIONS, 0, 3),
+    # v10 adds topic ids, v12 nullable topic names; v13 (top-level error code
+    # for KRaft rebootstrap) adds nothing a client of ours needs.
+    (ApiKey.METADATA, 0, 12),
+    # kio: 3-13 (Kafka 4 dropped v0-2). v9 is the first flexible version; v10
+    # adds KIP-951 leader-discovery tags, v11 KIP-890 transaction
+    # verification, v12/13 topic ids. Those need broker semantics we don't
+    # implement, so stop at 9.
+    (ApiKey.PRODUCE, 3, 9),
+    # kio: 4-18. v12 is the first flexible version; v13+ addresses topics by
+    # id only, v15+ changes replica identity; stop at 12.
+    (ApiKey.FETCH, 4, 12),
+    # kio: 1-11. v7 adds MAX_TIMESTAMP (-3) lookups (KIP-734); v8+ is tiered
+    # storage (-4/-5) and KIP-1005 semantics.
+    (ApiKey.LIST_OFFSETS, 1, 7),
+    # kio: 0-6. v5+ is KIP-890 (transactions v2), v6 KIP-939 (2PC).
+    (ApiKey.INIT_PRODUCER_ID, 0, 4),
+    # kio: 2-7 (Kafka 4 dropped v0-1).
+    (ApiKey.CREATE_TOPICS, 2, 7),
+    # kio: 1-6 (Kafka 4 dropped v0). v6 accepts topic ids as well as names.
+    (ApiKey.DELETE_TOPICS, 1, 6),
+    (ApiKey.CREATE_PARTITIONS, 0, 3),
+    # kio: 1-4 (Kafka 4 dropped v0).
+    (ApiKey.DESCRIBE_CONFIGS, 1, 4),
+    (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
+    # kio: 0-6. v4 batches coordinator keys (KIP-699); v5/v6 are transaction
+    # v2 and share groups.
+    (ApiKey.FIND_COORDINATOR, 0, 4),
+    (ApiKey.JOIN_GROUP, 0, 9),
+    (ApiKey.SYNC_GROUP, 0, 5),
+    (ApiKey.HEARTBEAT, 0, 4),
+    (ApiKey.LEAVE_GROUP, 0, 5),
+    # kio: 2-10. v9 is KIP-848 (new consumer protocol), v10 topic ids.
+    (ApiKey.OFFSET_COMMIT, 2, 8),
+    # kio: 1-10. v9 is KIP-848 member epochs, v10 topic ids.
+    (ApiKey.OFFSET_FETCH, 1, 8),
+    # kio: 0-6. v6 adds per-group error messages (KIP-1043).
+    (ApiKey.DESCRIBE_GROUPS, 0, 5),
+    # kio: 0-5. v5 adds group-type filtering (KIP-848).
+    (ApiKey.LIST_GROUPS, 0, 4),
+    (ApiKey.DELETE_GROUPS, 0, 2),
+    (ApiKey.OFFSET_DELETE, 0, 0),
+    (ApiKey.ELECT_LEADERS, 0, 2),
+    # kio: 0-1. v1 adds AllowReplicationFactorChange (KIP-860).
+    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
+    (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
+    # kio: 2-4 only (Kafka 4 dropped v0-1), so the brief's 0-4 is clamped to 2.
+    # librdkafka needs v2+ anyway (KIP-320 leader epochs).
+    (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
+    (ApiKey.SASL_HANDSHAKE, 0, 1),
+    (ApiKey.SASL_AUTHENTICATE, 0, 2),
+    # kio: 0-2. v2 adds broker-type filtering for controllers (KIP-919).
+    (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+)
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+ALL_APIS: tuple[ApiSpec, ...] = tuple(
+    sorted(
+        (ApiSpec(int(key), _camel(api_key_map[key]), lo, hi) for key, lo, hi in _RANGES),
+        key=lambda spec: spec.api_key,
+    )
+)
+"""Every API slog can decode, with the ranges above (sorted by key)."""
+
+API_BY_KEY: dict[int, ApiSpec] = {spec.api_key: spec for spec in ALL_APIS}
+
+
+def api_versions_table(enabled_keys: Iterable[int]) -> tuple[ApiSpec, ...]:
+    """The rows to advertise for the API keys the broker actually implements.
+
+    Unknown keys are ignored (the broker can only advertise what this codec
+    can decode). ApiVersions itself is always included: without it no client
+    can even start.
+    """
+    wanted = {int(key) for key in enabled_keys}
+    wanted.add(ApiKey.API_VERSIONS)
+    return tuple(spec for spec in ALL_APIS if spec.api_key in wanted)
+
+
+# --- kio schema lookups ----------------------------------------------------------
+
+
+@functools.cache  # keys are int16, so this is bounded even for hostile input
+def kio_version_range(api_key: int) -> tuple[int, int] | None:
+    """(min, max) version kio has schemas for, or None for an unknown key."""
+    name = api_key_map.get(api_key)
+    if name is None:
+        return None
+    versions = schema_name_map[name]
+    return min(versions), max(versions)
+
+
+# kio resolves classes by importing one module per (api, version, kind), which
+# costs about a millisecond the first time; the caches make every later lookup
+# a dict hit.
+@functools.cache
+def request_class(api_key: int, version: int) -> Any:
+    """The kio request dataclass for (api_key, version).
+
+    Raises `UnsupportedVersionError` if kio has no schema for it.
+    """
+    try:
+        return load_request_schema(api_key, version)
+    except Exception as exc:  # kio raises KioIndexError subclasses
+        raise UnsupportedVersionError(api_key, version) from exc
+
+
+@functools.cache
+def response_class(api_key: int, version: int) -> Any:
+    """The kio response dataclass for (api_key, version)."""
+    try:
+        return load_response_schema(api_key, version)
+    except Exception as exc:
+        raise UnsupportedVersionError(api_key, version) from exc
+
+
+# First flexible version per known api key (None: never flexible). Filled
+# lazily and only for keys kio knows, so hostile (key, version) pairs cannot
+# grow it.
+_FLEXIBLE_FROM: dict[int, int | None] = {}
+
+
+def _flexible_from(api_key: int, lo: int, hi: int) -> int | None:
+    if api_key not in _FLEXIBLE_FROM:
+        first = next((v for v in range(lo, hi + 1) if request_class(api_key, v).__flexible__), None)
+        _FLEXIBLE_FROM[api_key] = first
+    return _FLEXIBLE_FROM[api_key]
+
+
+def is_flexible_request(api_key: int, version: int) -> bool:
+    """Whether a request uses the flexible (v2) request header.
+
+    Kafka's flexibleVersions are always open-ended ("N+"), so a version is
+    flexible iff it is at least the first flexible version kio knows. That
+    also covers versions kio has no schema for: ApiVersions v9 from a future
+    client is flexible (so we can parse its header and answer it, KIP-511),
+    Produce v2 (removed in Kafka 4) is not. Unknown keys are treated as
+    non-flexible: we only need their correlation id.
+    """
+    bounds = kio_version_range(api_key)
+    if bounds is None:
+        return False
+    first = _flexible_from(api_key, *bounds)
+    return first is not None and version >= first
+
+
+def warm_up(specs: Iterable[ApiSpec] = ALL_APIS) -> None:
+    """Import every schema module up front (broker start-up), so the first
+    request of each kind does not pay for it. `slog.protocol.warm_up` (from
+    codec) does this and also builds kio's readers and our guards; prefer it."""
+    for spec in specs:
+        for version in range(spec.min_version, spec.max_version + 1):
+            request_class(spec.api_key, version)
+            response_class(spec.api_key, version)
