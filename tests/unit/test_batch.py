@@ -15,8 +15,13 @@ from slog.core.errors import CorruptRecordError
 
 def kafka_python_batch(values: list[bytes], *, base_ts: int = 1_700_000_000_000) -> bytearray:
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=0, is_transactional=False,
-        producer_id=7, producer_epoch=1, base_sequence=5, batch_size=1 << 30,
+        magic=2,
+        compression_type=0,
+        is_transactional=False,
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=5,
+        batch_size=1 << 30,
     )
     for i, value in enumerate(values):
         builder.append(i, timestamp=base_ts + i, key=None, value=value, headers=[])

@@ -1,0 +1,109 @@
+"""Crash-safe rewrites of small files, and Kafka's offset checkpoint file format.
+
+A rewritten file is either the old version or the new one after a crash, never
+a mix: the data goes to a temp file in the same directory, is fsynced, renamed
+over the target, and the directory is fsynced so the rename itself is durable.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from slog.core.errors import SlogError, StorageError
+from slog.core.names import validate_partition, validate_topic_name
+
+FILE_MODE = 0o600
+TEMP_SUFFIX = ".tmp"
+CHECKPOINT_VERSION = 0
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make creations, renames and deletions inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+    path = Path(path)
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+        fsync_dir(path.parent)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def parse_versioned_lines(path: Path, text: str, fields: int) -> list[list[str]]:
+    """Split Kafka's checkpoint layout: version line, count line, then entry lines."""
+    lines = text.splitlines()
+    if len(lines) < 2:
+        raise StorageError(f"malformed checkpoint file {path}: missing version or count line")
+    if lines[0].strip() != str(CHECKPOINT_VERSION):
+        raise StorageError(f"unsupported checkpoint version {lines[0].strip()!r} in {path}")
+    try:
+        count = int(lines[1])
+    except ValueError:
+        raise StorageError(f"malformed entry count {lines[1]!r} in {path}") from None
+    entries = [line.split() for line in lines[2:] if line.strip()]
+    if count != len(entries):
+        raise StorageError(f"{path} declares {count} entries but holds {len(entries)}")
+    for entry in entries:
+        if len(entry) != fields:
+            raise StorageError(f"malformed line {' '.join(entry)!r} in {path}")
+    return entries
+
+
+def format_versioned_lines(rows: list[str]) -> bytes:
+    lines = [str(CHECKPOINT_VERSION), str(len(rows)), *rows]
+    return "".join(f"{line}\n" for line in lines).encode()
+
+
+class OffsetCheckpointFile:
+    """``topic partition offset`` lines, as Kafka's recovery-point and HW checkpoints."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        rows = [f"{topic} {partition} {offset}" for (topic, partition), offset in offsets.items()]
+        with self._lock:
+            write_atomically(self.path, format_versioned_lines(rows))
+
+    def read(self) -> dict[tuple[str, int], int]:
+        """The stored offsets; empty if the file does not exist yet.
+
+        Raises StorageError if the file is malformed.
+        """
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return {}
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StorageError(f"cannot read {self.path}: {exc}") from exc
+        result: dict[tuple[str, int], int] = {}
+        for topic, partition, offset in parse_versioned_lines(self.path, text, 3):
+            try:
+                key = (validate_topic_name(topic), validate_partition(int(partition)))
+                result[key] = int(offset)
+            except (ValueError, SlogError) as exc:
+                raise StorageError(
+                    f"malformed line {topic} {partition} {offset!r} in {self.path}: {exc}"
+                ) from exc
+        return result

@@ -1,0 +1,224 @@
+"""LogManager: every partition log of one broker, and the files that span them.
+
+``logs_dir`` (``brokers/<id>/logs``) holds one ``<topic>-<partition>``
+directory per log. Its parent holds:
+
+* ``recovery-point-offset-checkpoint``: per log, the offset below which all
+  data is fsynced; recovery after a crash rescans only what follows.
+* ``log-start-offset-checkpoint``: log start offsets moved by DeleteRecords or
+  retention, which the segment files alone cannot tell.
+* ``clean-shutdown``: written last by :meth:`LogManager.shutdown` and removed
+  by :meth:`LogManager.load`, so its absence at startup means a crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time as _time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from slog.core.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
+from slog.core.errors import InvalidTopicError, StorageError
+from slog.core.log import DIR_MODE, PartitionLog
+from slog.core.log_config import LogConfig
+from slog.core.names import ensure_inside, parse_partition_dir_name, partition_dir_name
+
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = "clean-shutdown"
+DELETE_SUFFIX = "-delete"
+
+logger = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class LogManager:
+    """Opens, creates, deletes, flushes and checkpoints the logs under ``logs_dir``."""
+
+    def __init__(
+        self,
+        logs_dir: Path,
+        default_config: LogConfig,
+        *,
+        time: Callable[[], float] = _time.time,
+    ):
+        self.logs_dir = Path(logs_dir)
+        self.default_config = default_config
+        self._time = time
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        parent = self.logs_dir.parent
+        self._recovery_points = OffsetCheckpointFile(parent / RECOVERY_POINT_CHECKPOINT)
+        self._log_starts = OffsetCheckpointFile(parent / LOG_START_OFFSET_CHECKPOINT)
+        self._clean_shutdown_file = parent / CLEAN_SHUTDOWN_FILE
+
+    # ------------------------------------------------------------ startup
+
+    def load(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Open every partition log; recover them if the last shutdown was not clean.
+
+        ``topic_configs`` gives per-topic settings; others get the default.
+        Directories left by an interrupted delete are removed.
+        """
+        configs = topic_configs or {}
+        self._make_dir(self.logs_dir)
+        clean = self._clean_shutdown_file.exists()
+        recovery_points = self._read_checkpoint(self._recovery_points)
+        log_starts = self._read_checkpoint(self._log_starts)
+        if not clean and any(self.logs_dir.iterdir()):
+            logger.warning("%s: no clean-shutdown marker; recovering unflushed data", self.logs_dir)
+        with self._lock:
+            for entry in sorted(self.logs_dir.iterdir()):
+                key = self._partition_of(entry)
+                if key is None or key in self._logs:
+                    continue
+                self._logs[key] = PartitionLog.open(
+                    entry,
+                    configs.get(key[0], self.default_config),
+                    recovery_point=recovery_points.get(key, 0),
+                    clean_shutdown=clean,
+                    time=self._time,
+                    log_start_offset=log_starts.get(key),
+                )
+            # From now on a crash must be detectable: drop the marker.
+            if clean:
+                self._clean_shutdown_file.unlink(missing_ok=True)
+                fsync_dir(self._clean_shutdown_file.parent)
+            self.checkpoint_recovery_points()
+
+    def _partition_of(self, entry: Path) -> TopicPartition | None:
+        """(topic, partition) of a log directory; cleans up deleted ones."""
+        if not entry.is_dir():
+            return None
+        if entry.name.endswith(DELETE_SUFFIX):
+            logger.info("removing %s left over from a topic deletion", entry)
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        try:
+            return parse_partition_dir_name(entry.name)
+        except InvalidTopicError:
+            logger.warning("ignoring %s: not a <topic>-<partition> directory", entry)
+            return None
+
+    @staticmethod
+    def _read_checkpoint(checkpoint: OffsetCheckpointFile) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read()
+        except StorageError as exc:
+            # Losing it only costs a longer recovery scan.
+            logger.warning("%s; ignoring it", exc)
+            return {}
+
+    # ------------------------------------------------------------ lookup and creation
+
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
+        with self._lock:
+            return self._logs.get((topic, partition))
+
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        with self._lock:
+            return dict(self._logs)
+
+    def get_or_create(
+        self, topic: str, partition: int, config: LogConfig | None = None
+    ) -> PartitionLog:
+        """The log of ``topic``-``partition``, created empty if it does not exist."""
+        with self._lock:
+            log = self._logs.get((topic, partition))
+            if log is not None:
+                return log
+            path = self._partition_path(topic, partition)
+            existed = path.exists()
+            self._make_dir(path)
+            log = PartitionLog.open(
+                path, config or self.default_config, clean_shutdown=not existed, time=self._time
+            )
+            self._logs[(topic, partition)] = log
+            return log
+
+    def _partition_path(self, topic: str, partition: int) -> Path:
+        return ensure_inside(self.logs_dir, self.logs_dir / partition_dir_name(topic, partition))
+
+    def delete(self, topic: str, partition: int) -> bool:
+        """Close and remove a log; False if there is none.
+
+        The directory is first renamed to ``<dir>.<uuid>-delete`` so a crash
+        halfway through the removal is finished at the next load.
+        """
+        with self._lock:
+            log = self._logs.pop((topic, partition), None)
+            if log is None:
+                return False
+            log.close()
+            doomed = log.directory.with_name(
+                f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+            )
+            try:
+                os.rename(log.directory, doomed)
+                fsync_dir(self.logs_dir)
+            except OSError as exc:
+                raise StorageError(f"cannot delete {log.directory}: {exc.strerror}") from exc
+            shutil.rmtree(doomed, ignore_errors=True)
+            return True
+
+    # ------------------------------------------------------------ periodic work
+
+    def enforce_retention(
+        self,
+        now_ms: int | None = None,
+        *,
+        high_watermarks: Mapping[TopicPartition, int] | None = None,
+    ) -> int:
+        """Apply retention to every log; returns the number of segments deleted."""
+        marks = high_watermarks or {}
+        return sum(
+            log.enforce_retention(now_ms, high_watermark=marks.get(key))
+            for key, log in self.all_logs().items()
+        )
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> None:
+        """Flush the logs whose flush.ms or flush.messages is due."""
+        for log in self.all_logs().values():
+            log.maybe_flush(now_ms)
+
+    def flush_all(self) -> None:
+        for log in self.all_logs().values():
+            log.flush()
+
+    def checkpoint_recovery_points(self) -> None:
+        """Persist recovery points and log start offsets of all open logs."""
+        with self._lock:
+            logs = {key: log for key, log in self._logs.items() if not log.closed}
+            self._recovery_points.write({k: log.recovery_point for k, log in logs.items()})
+            self._log_starts.write({k: log.log_start_offset for k, log in logs.items()})
+
+    def shutdown(self) -> None:
+        """Flush and close every log, checkpoint, then mark the shutdown clean."""
+        with self._lock:
+            recovery_points: dict[TopicPartition, int] = {}
+            log_starts: dict[TopicPartition, int] = {}
+            for key, log in self._logs.items():
+                log.close()
+                recovery_points[key] = log.recovery_point
+                log_starts[key] = log.log_start_offset
+            self._recovery_points.write(recovery_points)
+            self._log_starts.write(log_starts)
+            self._logs.clear()
+            write_atomically(self._clean_shutdown_file, b"")
+
+    # ------------------------------------------------------------ helpers
+
+    @staticmethod
+    def _make_dir(path: Path) -> None:
+        try:
+            path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            os.chmod(path, DIR_MODE)  # mkdir's mode is filtered by the umask
+            fsync_dir(path.parent)
+        except OSError as exc:
+            raise StorageError(f"cannot create {path}: {exc.strerror}") from exc
