@@ -1,0 +1,1 @@
+"""The broker daemon: asyncio Kafka listener, request handlers and lifecycle."""

@@ -1,0 +1,106 @@
+"""Start and stop broker processes: daemonize, wait until serving, SIGTERM to stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from slog.core.datadir import BrokerInfo, alive_lock_path, read_broker_info
+from slog.core.errors import DataDirError
+from slog.core.locks import is_locked
+from slog.core.names import DataDirLayout, ensure_data_dir
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+def broker_log_path(layout: DataDirLayout, broker_id: int) -> Path:
+    return layout.broker_dir(broker_id) / "broker.log"
+
+
+def is_running(layout: DataDirLayout, broker_id: int) -> bool:
+    return is_locked(alive_lock_path(layout, broker_id))
+
+
+def broker_command(broker_id: int, data_dir: Path, listen: str,
+                   overrides: Mapping[str, str]) -> list[str]:
+    cmd = [sys.executable, "-m", "slog.broker", "--id", str(broker_id), "--data-dir",
+           str(data_dir), "--listen", listen]
+    for key, value in overrides.items():
+        cmd += ["--config", f"{key}={value}"]
+    return cmd
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def start_daemon(broker_id: int, data_dir: Path, listen: str,
+                 overrides: Mapping[str, str] | None = None, timeout_s: float = 15.0) -> BrokerInfo:
+    """Launch a detached broker and return once it accepts connections."""
+    root = ensure_data_dir(data_dir)
+    layout = DataDirLayout(root)
+    if is_running(layout, broker_id):
+        info = read_broker_info(layout, broker_id)
+        where = f" on port {info.port} (pid {info.pid})" if info else ""
+        raise DataDirError(f"broker {broker_id} is already running{where}")
+    layout.broker_dir(broker_id).mkdir(mode=0o700, parents=True, exist_ok=True)
+    log_path = broker_log_path(layout, broker_id)
+    with open(log_path, "ab") as log_file:
+        os.chmod(log_path, 0o600)
+        proc = subprocess.Popen(
+            broker_command(broker_id, root, listen, overrides or {}),
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file,
+            start_new_session=True, close_fds=True,
+        )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise BrokerStartError(
+                f"broker {broker_id} exited with code {proc.returncode}:\n"
+                f"{_tail(log_path)}"
+            )
+        info = read_broker_info(layout, broker_id)
+        if info is not None and info.pid == proc.pid and _port_open(info.host, info.port):
+            return info
+        time.sleep(0.02)
+    proc.terminate()
+    raise BrokerStartError(f"broker {broker_id} did not start within {timeout_s:.0f}s:\n"
+                           f"{_tail(log_path)}")
+
+
+def stop_daemon(broker_id: int, data_dir: Path, timeout_s: float = 30.0,
+                sig: signal.Signals = signal.SIGTERM) -> bool:
+    """Stop a running broker; returns False if it was not running."""
+    layout = DataDirLayout(data_dir)
+    info = read_broker_info(layout, broker_id)
+    if info is None or not is_running(layout, broker_id):
+        return False
+    try:
+        os.kill(info.pid, sig)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not is_running(layout, broker_id):
+            return True
+        time.sleep(0.02)
+    raise BrokerStartError(f"broker {broker_id} (pid {info.pid}) did not stop in {timeout_s}s")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

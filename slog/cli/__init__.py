@@ -1,0 +1,1 @@
+"""The ``slog`` command line (typer + rich)."""

@@ -1,0 +1,3 @@
+from slog.cli.app import main
+
+main()

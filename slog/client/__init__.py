@@ -1,0 +1,1 @@
+"""slog's Kafka client: connections, producer, consumer and admin."""

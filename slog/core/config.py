@@ -1,0 +1,228 @@
+"""Broker configuration and per-topic configuration, with Kafka's names and defaults.
+
+Topic configs fall back to a broker default (``retention.ms`` ← ``log.retention.ms``),
+exactly as in Kafka, so DescribeConfigs can say where each value came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """An unknown config name or an unacceptable value."""
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs' ConfigSource numbering."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+def _int(minimum: int | None = None) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        try:
+            number = int(value)
+        except ValueError as exc:
+            raise ConfigError(f"{value!r} is not an integer") from exc
+        if minimum is not None and number < minimum:
+            raise ConfigError(f"{number} is below the minimum {minimum}")
+        return str(number)
+
+    return check
+
+
+def _bool(value: str) -> str:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"{value!r} is not true or false")
+    return lowered
+
+
+def _choice(*options: str, many: bool = False) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        items = [v.strip() for v in value.split(",")] if many else [value.strip()]
+        for item in items:
+            if item not in options:
+                raise ConfigError(f"{item!r} is not one of {', '.join(options)}")
+        return ",".join(items)
+
+    return check
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    broker_key: str  # the broker setting that supplies the default
+    default: str
+    check: Callable[[str], str]
+    sensitive: bool = False
+
+
+# Topic-level configs slog honours. Defaults are Kafka's, except where the
+# brief chooses local-friendly values.
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef(
+            "cleanup.policy",
+            "log.cleanup.policy",
+            "delete",
+            _choice("delete", "compact", many=True),
+        ),
+        ConfigDef("retention.ms", "log.retention.ms", str(7 * 24 * 3600 * 1000), _int(-1)),
+        ConfigDef("retention.bytes", "log.retention.bytes", "-1", _int(-1)),
+        ConfigDef("segment.bytes", "log.segment.bytes", str(64 * 1024 * 1024), _int(14)),
+        ConfigDef("segment.ms", "log.roll.ms", str(7 * 24 * 3600 * 1000), _int(1)),
+        ConfigDef(
+            "segment.index.bytes", "log.index.size.max.bytes", str(10 * 1024 * 1024), _int(8)
+        ),
+        ConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _int(0)),
+        ConfigDef("flush.messages", "log.flush.interval.messages", str(2**63 - 1), _int(1)),
+        ConfigDef("flush.ms", "log.flush.interval.ms", str(2**63 - 1), _int(0)),
+        ConfigDef("max.message.bytes", "message.max.bytes", "1048588", _int(0)),
+        ConfigDef(
+            "message.timestamp.type",
+            "log.message.timestamp.type",
+            "CreateTime",
+            _choice("CreateTime", "LogAppendTime"),
+        ),
+        ConfigDef("min.insync.replicas", "min.insync.replicas", "1", _int(1)),
+        ConfigDef(
+            "unclean.leader.election.enable", "unclean.leader.election.enable", "false", _bool
+        ),
+        ConfigDef("preallocate", "log.preallocate", "true", _bool),
+        ConfigDef(
+            "compression.type",
+            "compression.type",
+            "producer",
+            _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+        ),
+    )
+}
+
+# Broker-only settings: (default, validator).
+BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "socket.request.max.bytes": (str(100 * 1024 * 1024), _int(1)),
+    "connections.max.idle.ms": (str(10 * 60 * 1000), _int(1)),
+    "max.connections": ("1000", _int(1)),
+    "num.partitions": ("1", _int(1)),
+    "default.replication.factor": ("-1", _int(-1)),  # -1: min(3, live brokers)
+    "auto.create.topics.enable": ("true", _bool),
+    "delete.topic.enable": ("true", _bool),
+    "log.retention.check.interval.ms": ("300000", _int(1)),
+    "replica.lag.time.max.ms": ("10000", _int(1)),
+    "broker.session.timeout.ms": ("3000", _int(1)),
+    "auto.leader.rebalance.enable": ("true", _bool),
+    "leader.imbalance.per.broker.percentage": ("10", _int(0)),
+    "leader.imbalance.check.interval.seconds": ("300", _int(1)),
+    "group.initial.rebalance.delay.ms": ("0", _int(0)),
+    "offsets.topic.num.partitions": ("50", _int(1)),
+    "offsets.topic.replication.factor": ("3", _int(1)),
+    "group.max.size": ("2147483647", _int(1)),
+    "metadata.poll.interval.ms": ("50", _int(1)),
+}
+
+
+def _broker_defaults() -> dict[str, str]:
+    values = {key: default for key, (default, _) in BROKER_SETTINGS.items()}
+    values.update({d.broker_key: d.default for d in TOPIC_CONFIGS.values()})
+    return values
+
+
+@dataclass
+class BrokerConfig:
+    broker_id: int
+    data_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 9092
+    values: dict[str, str] = field(default_factory=_broker_defaults)
+    overridden: set[str] = field(default_factory=set)
+
+    @classmethod
+    def build(
+        cls, broker_id: int, data_dir: Path, host: str, port: int, overrides: Mapping[str, str]
+    ) -> BrokerConfig:
+        config = cls(broker_id=broker_id, data_dir=data_dir, host=host, port=port)
+        for key, value in overrides.items():
+            config.set(key, value)
+        return config
+
+    def set(self, key: str, value: str) -> None:
+        check = _broker_validator(key)
+        try:
+            self.values[key] = check(value)
+        except ConfigError as exc:
+            raise ConfigError(f"invalid value for {key}: {exc}") from exc
+        self.overridden.add(key)
+
+    def get_int(self, key: str) -> int:
+        return int(self.values[key])
+
+    def get_bool(self, key: str) -> bool:
+        return self.values[key] == "true"
+
+    def topic_default(self, name: str) -> str:
+        return self.values[TOPIC_CONFIGS[name].broker_key]
+
+    def effective_topic_config(
+        self, overrides: Mapping[str, str]
+    ) -> dict[str, tuple[str, ConfigSource]]:
+        """Every topic config with its value and where the value came from."""
+        result: dict[str, tuple[str, ConfigSource]] = {}
+        for name, definition in TOPIC_CONFIGS.items():
+            if name in overrides:
+                result[name] = (overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            elif definition.broker_key in self.overridden:
+                result[name] = (
+                    self.values[definition.broker_key],
+                    ConfigSource.STATIC_BROKER_CONFIG,
+                )
+            else:
+                result[name] = (self.values[definition.broker_key], ConfigSource.DEFAULT_CONFIG)
+        return result
+
+    def topic_values(self, overrides: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, (v, _) in self.effective_topic_config(overrides).items()}
+
+
+def _broker_validator(key: str) -> Callable[[str], str]:
+    if key in BROKER_SETTINGS:
+        return BROKER_SETTINGS[key][1]
+    for definition in TOPIC_CONFIGS.values():
+        if definition.broker_key == key:
+            return definition.check
+    raise ConfigError(f"unknown broker config {key!r}")
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Check names and values of topic config overrides (None means "delete")."""
+    clean: dict[str, str | None] = {}
+    for name, value in configs.items():
+        definition = TOPIC_CONFIGS.get(name)
+        if definition is None:
+            raise ConfigError(f"unknown topic config {name!r}")
+        if value is None:
+            clean[name] = None
+            continue
+        try:
+            clean[name] = definition.check(str(value))
+        except ConfigError as exc:
+            raise ConfigError(f"invalid value for {name}: {exc}") from exc
+    return clean
+
+
+def parse_key_values(pairs: list[str]) -> dict[str, str]:
+    """``["k=v", ...]`` from the command line into a dict, with a clear error."""
+    parsed: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"expected key=value, got {pair!r}")
+        parsed[key.strip()] = value.strip()
+    return parsed

@@ -1,0 +1,94 @@
+"""Small JSON files of a data dir: ``cluster.json`` and ``brokers/<id>/broker.json``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from slog.core.checkpoint import write_atomically
+from slog.core.errors import DataDirError
+from slog.core.names import DataDirLayout
+
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    cluster_id: str
+    created_at: float
+    format_version: int = FORMAT_VERSION
+
+
+def load_or_create_cluster(layout: DataDirLayout) -> ClusterInfo:
+    """Read cluster.json, creating it exactly once even if brokers race to start."""
+    path = layout.cluster_file
+    if not path.exists():
+        info = ClusterInfo(cluster_id=_new_cluster_id(), created_at=time.time())
+        tmp = path.with_name(f".cluster.json.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(asdict(info), indent=2))
+        os.chmod(tmp, 0o600)
+        try:
+            os.link(tmp, path)  # fails if another broker created it first
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink(missing_ok=True)
+    try:
+        data = json.loads(path.read_text())
+        info = ClusterInfo(**data)
+    except (ValueError, TypeError) as exc:
+        raise DataDirError(f"{path} is not a valid slog cluster file: {exc}") from exc
+    if info.format_version > FORMAT_VERSION:
+        raise DataDirError(
+            f"{path} has format version {info.format_version}; this slog understands "
+            f"{FORMAT_VERSION}. Upgrade slog to open this data dir."
+        )
+    return info
+
+
+def _new_cluster_id() -> str:
+    # Kafka's cluster ids are 22-character URL-safe base64 UUIDs.
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    pid: int
+    started_at: float
+
+    @property
+    def incarnation(self) -> str:
+        return f"{self.pid}@{self.started_at:.6f}"
+
+
+def write_broker_info(layout: DataDirLayout, info: BrokerInfo) -> None:
+    path = layout.broker_dir(info.broker_id) / "broker.json"
+    write_atomically(path, json.dumps(asdict(info), indent=2).encode())
+    os.chmod(path, 0o600)
+
+
+def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None:
+    path = layout.broker_dir(broker_id) / "broker.json"
+    try:
+        return BrokerInfo(**json.loads(path.read_text()))
+    except (FileNotFoundError, ValueError, TypeError):
+        return None
+
+
+def known_broker_ids(layout: DataDirLayout) -> list[int]:
+    brokers = layout.root / "brokers"
+    if not brokers.is_dir():
+        return []
+    return sorted(int(p.name) for p in brokers.iterdir() if p.name.isdigit())
+
+
+def alive_lock_path(layout: DataDirLayout, broker_id: int) -> Path:
+    return layout.broker_dir(broker_id) / "alive.lock"

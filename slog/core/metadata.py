@@ -1,0 +1,226 @@
+"""Cluster metadata: the records of the metadata log and the image they build.
+
+This is KRaft's idea on a shared disk. The controller is the only writer of an
+ordered log of records; every broker replays the same records in the same
+order into a :class:`MetadataImage`, so all brokers agree on topics, replicas,
+leaders, ISRs and leader epochs without talking to each other. This module is
+pure: no files, no sockets.
+
+Records are plain dicts (JSON in the log) with a ``type`` key:
+
+``controller``       controller_id, controller_epoch: a broker won the controller lock
+``broker``           broker_id, host, port, incarnation, fenced: a broker (re)registered
+``broker_fence``     broker_id, fenced: liveness changed
+``topic``            name, topic_id, configs: a topic was created
+``partition``        topic, partition, replicas, isr, leader, leader_epoch,
+                     partition_epoch, adding, removing: full state of one partition
+``topic_config``     topic, configs (value None deletes the override)
+``remove_topic``     name: a topic was deleted
+``producer_ids``     next_producer_id: the next unallocated producer id block start
+
+Every record also carries ``controller_epoch`` (stale controllers are ignored)
+and ``ts`` (milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+NO_LEADER = -1
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    incarnation: str = ""
+    fenced: bool = False
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def preferred_leader(self) -> int:
+        return self.replicas[0] if self.replicas else NO_LEADER
+
+    @property
+    def is_offline(self) -> bool:
+        return self.leader == NO_LEADER
+
+    @property
+    def is_under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+    def to_record(self) -> Record:
+        return {
+            "type": "partition",
+            "topic": self.topic,
+            "partition": self.partition,
+            "replicas": list(self.replicas),
+            "isr": list(self.isr),
+            "leader": self.leader,
+            "leader_epoch": self.leader_epoch,
+            "partition_epoch": self.partition_epoch,
+            "adding": list(self.adding),
+            "removing": list(self.removing),
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> PartitionState:
+        return cls(
+            topic=record["topic"],
+            partition=int(record["partition"]),
+            replicas=tuple(record["replicas"]),
+            isr=tuple(record["isr"]),
+            leader=int(record["leader"]),
+            leader_epoch=int(record.get("leader_epoch", 0)),
+            partition_epoch=int(record.get("partition_epoch", 0)),
+            adding=tuple(record.get("adding", ())),
+            removing=tuple(record.get("removing", ())),
+        )
+
+
+@dataclass
+class TopicImage:
+    name: str
+    topic_id: str
+    configs: dict[str, str] = field(default_factory=dict)
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+    @property
+    def replication_factor(self) -> int:
+        first = self.partitions.get(0)
+        return len(first.replicas) if first else 0
+
+
+@dataclass
+class MetadataImage:
+    """Everything the metadata log says, as of ``offset`` (last applied record + 1)."""
+
+    offset: int = 0
+    controller_id: int = NO_LEADER
+    controller_epoch: int = 0
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicImage] = field(default_factory=dict)
+    next_producer_id: int = 0
+
+    def apply(self, record: Mapping[str, Any], offset: int | None = None) -> bool:
+        """Apply one record; returns False when it was ignored as stale."""
+        if offset is not None:
+            self.offset = offset + 1
+        epoch = int(record.get("controller_epoch", 0))
+        kind = record["type"]
+        if kind == "controller":
+            if epoch < self.controller_epoch:
+                return False
+            self.controller_epoch = epoch
+            self.controller_id = int(record["controller_id"])
+            return True
+        if epoch < self.controller_epoch:
+            return False  # written by a controller that has since been replaced
+        handler = _APPLIERS.get(kind)
+        if handler is None:
+            return False  # a newer record type: skip rather than refuse to start
+        handler(self, record)
+        return True
+
+    def apply_all(self, records: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
+        for offset, record in records:
+            self.apply(record, offset)
+
+    # -- queries ---------------------------------------------------------
+    def partition(self, topic: str, partition: int) -> PartitionState | None:
+        image = self.topics.get(topic)
+        return image.partitions.get(partition) if image else None
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        return [b for b in self.brokers.values() if not b.fenced]
+
+    def partitions_of(self, broker_id: int) -> list[PartitionState]:
+        return [
+            p
+            for t in self.topics.values()
+            for p in t.partitions.values()
+            if broker_id in p.replicas
+        ]
+
+    def all_partitions(self) -> list[PartitionState]:
+        return [p for t in self.topics.values() for p in t.partitions.values()]
+
+
+def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    reg = BrokerRegistration(
+        broker_id=int(record["broker_id"]),
+        host=record["host"],
+        port=int(record["port"]),
+        incarnation=record.get("incarnation", ""),
+        fenced=bool(record.get("fenced", False)),
+    )
+    image.brokers[reg.broker_id] = reg
+
+
+def _apply_broker_fence(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    broker_id = int(record["broker_id"])
+    current = image.brokers.get(broker_id)
+    if current is not None:
+        image.brokers[broker_id] = replace(current, fenced=bool(record["fenced"]))
+
+
+def _apply_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    name = record["name"]
+    image.topics[name] = TopicImage(
+        name=name, topic_id=record["topic_id"], configs=dict(record.get("configs", {}))
+    )
+
+
+def _apply_partition(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    topic = image.topics.get(record["topic"])
+    if topic is None:
+        return
+    state = PartitionState.from_record(record)
+    topic.partitions[state.partition] = state
+
+
+def _apply_topic_config(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    topic = image.topics.get(record["topic"])
+    if topic is None:
+        return
+    for key, value in record["configs"].items():
+        if value is None:
+            topic.configs.pop(key, None)
+        else:
+            topic.configs[key] = str(value)
+
+
+def _apply_remove_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    image.topics.pop(record["name"], None)
+
+
+def _apply_producer_ids(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    image.next_producer_id = max(image.next_producer_id, int(record["next_producer_id"]))
+
+
+_APPLIERS = {
+    "broker": _apply_broker,
+    "broker_fence": _apply_broker_fence,
+    "topic": _apply_topic,
+    "partition": _apply_partition,
+    "topic_config": _apply_topic_config,
+    "remove_topic": _apply_remove_topic,
+    "producer_ids": _apply_producer_ids,
+}

@@ -1,0 +1,129 @@
+"""The metadata log on disk: one writer (the controller), many tailing readers.
+
+It is an ordinary slog partition log, ``metadata/__cluster_metadata-0``, whose
+record values are JSON metadata records (see :mod:`slog.core.metadata`), so
+``slog dump-log`` and the storage engine's recovery apply to it unchanged.
+
+Readers in other processes tail the segment files with plain ``pread``: the
+controller's mmap writes land in the shared page cache, a batch still being
+written fails its CRC and is simply retried on the next poll, and the zeroed
+preallocated tail reads as "no more data".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from slog.core import batch
+from slog.core.errors import CorruptRecordError
+from slog.core.log import PartitionLog
+from slog.core.log_config import LogConfig
+from slog.core.records import build_batch, decode_records
+
+METADATA_PARTITION_DIR = "__cluster_metadata-0"
+# Metadata batches are small; 8 MiB segments keep preallocation cheap.
+METADATA_LOG_CONFIG = LogConfig(segment_bytes=8 * 1024 * 1024, retention_ms=-1, flush_messages=1)
+
+
+def metadata_log_dir(metadata_dir: Path) -> Path:
+    return metadata_dir / METADATA_PARTITION_DIR
+
+
+def _segment_files(directory: Path) -> list[tuple[int, Path]]:
+    found = []
+    for entry in directory.glob("*.log"):
+        stem = entry.stem
+        if stem.isdigit():
+            found.append((int(stem), entry))
+    return sorted(found)
+
+
+class MetadataLogWriter:
+    """The controller's handle: append records atomically, one batch per call."""
+
+    def __init__(self, metadata_dir: Path):
+        directory = metadata_log_dir(metadata_dir)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # The previous controller may have died mid-write: always recover.
+        self._log = PartitionLog.open(directory, METADATA_LOG_CONFIG, clean_shutdown=False)
+
+    @property
+    def end_offset(self) -> int:
+        return self._log.log_end_offset
+
+    def append(self, records: list[Mapping[str, Any]]) -> int:
+        """Append ``records`` as one batch and fsync; returns the first offset."""
+        now = int(time.time() * 1000)
+        payload = build_batch(
+            (None, json.dumps(r, separators=(",", ":")).encode(), (), now) for r in records
+        )
+        info = self._log.append(payload)
+        self._log.flush()
+        return info.first_offset
+
+    def read_all(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        reader = MetadataLogReader(self._log.directory.parent)
+        yield from reader.poll()
+
+    def close(self) -> None:
+        self._log.close()
+
+
+class MetadataLogReader:
+    """Tails the metadata log from any process; :meth:`poll` yields new records."""
+
+    def __init__(self, metadata_dir: Path, start_offset: int = 0):
+        self.directory = metadata_log_dir(metadata_dir)
+        self.next_offset = start_offset
+        self._segment_base: int | None = None
+        self._position = 0  # byte position of next_offset's batch in that segment
+
+    def poll(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Yield ``(offset, record)`` for every complete record past ``next_offset``."""
+        if not self.directory.is_dir():
+            return
+        while True:
+            segments = _segment_files(self.directory)
+            current = [(b, p) for b, p in segments if b <= self.next_offset]
+            if not current:
+                return
+            base, path = current[-1]
+            if base != self._segment_base:
+                self._segment_base, self._position = base, 0
+            before = self.next_offset
+            yield from self._read_segment(path)
+            # Move on only when a later segment starts exactly where we stopped.
+            if self.next_offset == before or not any(b == self.next_offset for b, _ in segments):
+                return
+
+    def _read_segment(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed in finally
+        except FileNotFoundError:
+            return  # removed between listing and reading
+        try:
+            while True:
+                head = os.pread(handle.fileno(), batch.LOG_OVERHEAD, self._position)
+                if len(head) < batch.LOG_OVERHEAD:
+                    return
+                size = batch.peek_batch_size(head)
+                if size < batch.HEADER_SIZE:
+                    return  # zeroed preallocation: the end of written data
+                data = os.pread(handle.fileno(), size, self._position)
+                try:
+                    header = batch.validate_batch(data)
+                except CorruptRecordError:
+                    return  # a batch still being written; read it next time
+                _, records = decode_records(data)
+                for record in records:
+                    if record.offset >= self.next_offset and record.value is not None:
+                        yield record.offset, json.loads(record.value)
+                self.next_offset = max(self.next_offset, header.next_offset)
+                self._position += size
+        finally:
+            handle.close()

@@ -1,0 +1,1 @@
+"""Replica state, leader/follower data paths and the controller."""

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from slog.core.metadata import MetadataImage, PartitionState
+
+
+def _topic(name: str = "t", epoch: int = 1) -> list[dict]:
+    return [
+        {"type": "topic", "name": name, "topic_id": "id-" + name, "configs": {"retention.ms": "1"},
+         "controller_epoch": epoch},
+        {**PartitionState(name, 0, (1, 2), (1, 2), 1).to_record(), "controller_epoch": epoch},
+    ]
+
+
+def test_replay_builds_topics_and_brokers() -> None:
+    image = MetadataImage()
+    records = [
+        {"type": "controller", "controller_id": 1, "controller_epoch": 1},
+        {"type": "broker", "broker_id": 1, "host": "h", "port": 1, "controller_epoch": 1},
+        {"type": "broker", "broker_id": 2, "host": "h", "port": 2, "controller_epoch": 1},
+        *_topic(),
+    ]
+    image.apply_all(enumerate(records))
+    assert image.offset == len(records)
+    assert image.controller_id == 1
+    assert [b.broker_id for b in image.live_brokers()] == [1, 2]
+    state = image.partition("t", 0)
+    assert state is not None and state.leader == 1 and not state.is_under_replicated
+    assert image.topics["t"].replication_factor == 2
+
+
+def test_records_of_a_replaced_controller_are_ignored() -> None:
+    image = MetadataImage()
+    image.apply({"type": "controller", "controller_id": 2, "controller_epoch": 5})
+    for record in _topic(epoch=4):
+        assert image.apply(record) is False
+    assert "t" not in image.topics
+
+
+def test_fence_config_and_remove() -> None:
+    image = MetadataImage()
+    image.apply({"type": "broker", "broker_id": 3, "host": "h", "port": 1})
+    image.apply({"type": "broker_fence", "broker_id": 3, "fenced": True})
+    assert image.live_brokers() == []
+    for record in _topic():
+        image.apply(record)
+    image.apply({"type": "topic_config", "topic": "t",
+                 "configs": {"retention.ms": None, "cleanup.policy": "compact"}})
+    assert image.topics["t"].configs == {"cleanup.policy": "compact"}
+    image.apply({"type": "remove_topic", "name": "t"})
+    assert image.partition("t", 0) is None
+
+
+def test_unknown_record_types_are_skipped() -> None:
+    image = MetadataImage()
+    assert image.apply({"type": "from_the_future"}) is False
