@@ -3,22 +3,44 @@
 It negotiates versions with ApiVersions once (falling back to v0 per KIP-511)
 and then sends requests built from plain dicts, shaped into the highest
 version both sides support.
+
+Requests can be pipelined: :meth:`BrokerConnection.send` writes a request and
+returns at once, :meth:`BrokerConnection.receive` reads the oldest
+outstanding response. Kafka brokers answer each connection's requests in
+order, so responses are matched to requests by position and checked by
+correlation id. :meth:`BrokerConnection.request` is send + receive.
+
+A connection is not thread-safe: one thread owns it. Any transport failure
+closes it and raises :class:`ConnectionClosedError` (or
+:class:`BrokerUnavailableError` when connecting), so the owner can drop it
+and reconnect.
 """
 
 from __future__ import annotations
 
 import itertools
 import socket
-from typing import Any
+from collections import deque
+from typing import Any, NamedTuple
 
+from slog.client.errors import BrokerUnavailableError, ConnectionClosedError
 from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
-from slog.protocol.errors import ErrorCode
+from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.framing import recv_frame
 from slog.protocol.shapes import shape
 
+__all__ = [
+    "CLIENT_MAX_VERSIONS",
+    "BrokerConnection",
+    "BrokerUnavailableError",
+    "ConnectionClosedError",
+    "UnsupportedApiError",
+]
+
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
-CLIENT_MAX_VERSIONS = {
+SOCKET_BUFFER_BYTES = 4 * 1024 * 1024
+CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.API_VERSIONS: 3,
     ApiKey.METADATA: 12,
     ApiKey.PRODUCE: 9,
@@ -34,79 +56,171 @@ CLIENT_MAX_VERSIONS = {
 }
 
 
-class BrokerUnavailableError(ConnectionError):
-    """No broker answered at the address."""
+class UnsupportedApiError(ConnectionError):
+    """The broker does not speak this API in any version slog speaks."""
 
 
-class ConnectionClosedError(ConnectionError):
-    pass
+class _Pending(NamedTuple):
+    correlation_id: int
+    api_key: int
+    version: int
 
 
 class BrokerConnection:
-    def __init__(self, host: str, port: int, *, client_id: str = "slog", timeout_s: float = 10.0):
+    def __init__(self, host: str, port: int, *, client_id: str = "slog", timeout_s: float = 10.0,
+                 node_id: int = -1):
         self.host = host
         self.port = port
+        self.node_id = node_id
         self.client_id = client_id
         self._timeout_s = timeout_s
         self._sock: socket.socket | None = None
         self._correlation = itertools.count(1)
+        self._pending: deque[_Pending] = deque()
         self.versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self) -> str:
+        state = "connected" if self._sock is not None else "closed"
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {state}>"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    @property
+    def in_flight(self) -> int:
+        """Requests sent whose responses have not been received yet."""
+        return len(self._pending)
+
+    def fileno(self) -> int:
+        """The socket's descriptor, for select(); -1 when closed."""
+        return self._sock.fileno() if self._sock is not None else -1
 
     def connect(self) -> BrokerConnection:
         try:
-            self._sock = socket.create_connection((self.host, self.port), timeout=self._timeout_s)
+            sock = socket.create_connection((self.host, self.port), timeout=self._timeout_s)
         except OSError as exc:
             raise BrokerUnavailableError(
                 f"no broker at {self.host}:{self.port} ({exc.strerror or exc})"
             ) from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._negotiate()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+        self._sock = sock
+        self._pending.clear()
+        try:
+            self._negotiate()
+        except ConnectionError as exc:
+            self.close()
+            raise BrokerUnavailableError(
+                f"broker at {self.host}:{self.port} did not answer ApiVersions ({exc})"
+            ) from exc
         return self
 
     def _negotiate(self) -> None:
-        response = self._send(ApiKey.API_VERSIONS, 3, {"client_software_name": "slog",
-                                                        "client_software_version": "0.1"})
+        response = self._request(ApiKey.API_VERSIONS, 3, {"client_software_name": "slog",
+                                                           "client_software_version": "0.1"})
         if response.error_code == ErrorCode.unsupported_version:
-            response = self._send(ApiKey.API_VERSIONS, 0, {})
+            response = self._request(ApiKey.API_VERSIONS, 0, {})
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def supports(self, api_key: int) -> bool:
+        try:
+            self.version_for(api_key)
+        except UnsupportedApiError:
+            return False
+        return True
 
     def version_for(self, api_key: int) -> int:
         ours = CLIENT_MAX_VERSIONS.get(api_key, 0)
         low, high = self.versions.get(api_key, (0, -1))
         chosen = min(ours, high)
         if chosen < low:
-            raise ConnectionError(f"broker does not support api {api_key} in a version slog speaks")
+            raise UnsupportedApiError(
+                f"broker {self.address} does not support api {api_key} in a version slog speaks"
+            )
         return chosen
 
+    # -- requests --------------------------------------------------------------------
     def request(self, api_key: int, body: dict[str, Any], version: int | None = None) -> Any:
-        return self._send(api_key, self.version_for(api_key) if version is None else version, body)
+        """Send one request and wait for its response (nothing else may be in flight)."""
+        return self._request(api_key, self.version_for(api_key) if version is None else version,
+                             body)
+
+    def send(self, api_key: int, body: dict[str, Any], version: int | None = None) -> int:
+        """Write a request without waiting; its response comes from a later :meth:`receive`."""
+        version = self.version_for(api_key) if version is None else version
+        correlation_id = self._write(api_key, version, body)
+        self._pending.append(_Pending(correlation_id, api_key, version))
+        return correlation_id
 
     def send_no_response(self, api_key: int, body: dict[str, Any]) -> None:
         """For acks=0 produce: the broker sends nothing back."""
         self._write(api_key, self.version_for(api_key), body)
 
+    def receive(self) -> tuple[int, Any]:
+        """Read the oldest outstanding response: ``(correlation_id, response)``.
+
+        Blocks up to the connection timeout; on timeout or any transport
+        error the connection is closed and ConnectionClosedError raised.
+        """
+        if not self._pending:
+            raise RuntimeError("receive() with no request in flight")
+        pending = self._pending[0]
+        frame = self._read_frame()
+        self._pending.popleft()
+        try:
+            got, response = decode_response(pending.api_key, pending.version, frame)
+        except ProtocolError as exc:
+            self.close()
+            raise ConnectionClosedError(f"bad response from {self.address}: {exc}") from exc
+        if got != pending.correlation_id:
+            self.close()
+            raise ConnectionClosedError(
+                f"correlation id mismatch from {self.address}: "
+                f"expected {pending.correlation_id}, got {got}"
+            )
+        return got, response
+
+    def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        if self._pending:
+            raise RuntimeError("request() while pipelined requests are in flight")
+        self._pending.append(_Pending(self._write(api_key, version, body), api_key, version))
+        return self.receive()[1]
+
     def _write(self, api_key: int, version: int, body: dict[str, Any]) -> int:
         if self._sock is None:
-            raise ConnectionClosedError("not connected")
+            raise ConnectionClosedError(f"connection to {self.address} is closed")
         correlation_id = next(self._correlation)
         entity = shape(request_class(api_key, version), body)
-        self._sock.sendall(encode_request(entity, correlation_id=correlation_id,
-                                          client_id=self.client_id))
+        data = encode_request(entity, correlation_id=correlation_id, client_id=self.client_id)
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            self.close()
+            raise ConnectionClosedError(f"sending to {self.address} failed: {exc}") from exc
         return correlation_id
 
-    def _send(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        correlation_id = self._write(api_key, version, body)
-        assert self._sock is not None
-        frame = recv_frame(self._sock, MAX_RESPONSE_BYTES)
+    def _read_frame(self) -> bytes:
+        if self._sock is None:
+            raise ConnectionClosedError(f"connection to {self.address} is closed")
+        try:
+            frame = recv_frame(self._sock, MAX_RESPONSE_BYTES)
+        except (OSError, ProtocolError) as exc:
+            self.close()
+            kind = "timed out" if isinstance(exc, TimeoutError) else f"failed: {exc}"
+            raise ConnectionClosedError(f"reading from {self.address} {kind}") from exc
         if frame is None:
             self.close()
-            raise ConnectionClosedError(f"broker {self.host}:{self.port} closed the connection")
-        got, response = decode_response(api_key, version, frame)
-        if got != correlation_id:
-            raise ConnectionError(f"correlation id mismatch: sent {correlation_id}, got {got}")
-        return response
+            raise ConnectionClosedError(f"broker {self.address} closed the connection")
+        return frame
 
     def close(self) -> None:
+        self._pending.clear()
         if self._sock is not None:
             self._sock.close()
             self._sock = None

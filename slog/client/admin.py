@@ -1,0 +1,249 @@
+"""The admin client: topics, partitions, configs, offsets and the cluster.
+
+Error style, the same for every method: a method returns its result when
+everything worked and raises a :class:`KafkaError` otherwise. When a call
+covers several items (topics, partitions) and some fail, the error of the
+first failed item is raised (so ``except TopicAlreadyExistsError`` reads
+naturally for one topic); its ``errors`` maps every failed item to its error,
+and its ``results`` holds the results of the items that worked, in the shape
+the method would have returned.
+
+Requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
+IncrementalAlterConfigs) go to the controller named in fresh metadata and are
+retried once after NOT_CONTROLLER. Everything else goes to any broker, or to
+partition leaders for ListOffsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from slog.client.cluster import ClusterClient
+from slog.client.errors import KafkaError, raise_for_items
+from slog.client.offsets import OffsetSpec, list_offsets
+from slog.client.types import (
+    ClusterDescription,
+    ConfigEntry,
+    CreatedTopic,
+    NewTopic,
+    OffsetAndTimestamp,
+    PartitionDescription,
+    TopicDescription,
+    TopicListing,
+    TopicPartition,
+)
+from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
+
+__all__ = ["Admin"]
+
+RESOURCE_TOPIC = 2
+OP_SET, OP_DELETE = 0, 1
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+_NOT_CONTROLLER = int(ErrorCode.not_controller)
+_UNKNOWN_TOPIC = int(ErrorCode.unknown_topic_or_partition)
+
+
+def _item_errors(rows: Iterable[Any], name: Callable[[Any], str]) -> dict[str, KafkaError]:
+    return {name(r): KafkaError.for_code(r.error_code, getattr(r, "error_message", None),
+                                         item=name(r))
+            for r in rows if r.error_code}
+
+
+class Admin:
+    """Administer a Kafka-compatible cluster (slog or Kafka)."""
+
+    def __init__(self, bootstrap: str | Iterable[str], *, client_id: str = "slog-admin",
+                 request_timeout_ms: int = 30_000):
+        self.timeout_ms = request_timeout_ms
+        self._cluster = ClusterClient(bootstrap, client_id=client_id,
+                                      request_timeout_ms=request_timeout_ms)
+
+    @property
+    def cluster(self) -> ClusterClient:
+        return self._cluster
+
+    def _to_controller(self, api_key: int, body: dict[str, Any],
+                       rows: Callable[[Any], Iterable[Any]]) -> Any:
+        """Send to the controller; once more after a refresh if it says NOT_CONTROLLER."""
+        response = None
+        for _ in range(2):
+            try:
+                response = self._cluster.controller_request(api_key, body)
+            except ConnectionError:
+                response = None
+                continue
+            if not any(r.error_code == _NOT_CONTROLLER for r in rows(response)):
+                return response
+        if response is None:
+            return self._cluster.controller_request(api_key, body)  # raise its error
+        return response
+
+    # -- topics ----------------------------------------------------------------------
+    def create_topics(self, topics: Iterable[NewTopic], validate_only: bool = False
+                      ) -> dict[str, CreatedTopic]:
+        """Create topics; returns what was created, by name (raises as the module says)."""
+        specs = list(topics)
+        body = {
+            "topics": [{
+                "name": t.name,
+                "num_partitions": t.partitions,
+                "replication_factor": t.replication_factor,
+                "assignments": [{"partition_index": p, "broker_ids": list(ids)}
+                                for p, ids in sorted((t.assignment or {}).items())],
+                "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
+            } for t in specs],
+            "timeout": self.timeout_ms,
+            "validate_only": validate_only,
+        }
+        response = self._to_controller(ApiKey.CREATE_TOPICS, body, lambda r: r.topics)
+        created = {
+            r.name: CreatedTopic(
+                r.name,
+                str(r.topic_id) if getattr(r, "topic_id", None) else None,
+                getattr(r, "num_partitions", -1),
+                getattr(r, "replication_factor", -1))
+            for r in response.topics if not r.error_code
+        }
+        raise_for_items(_item_errors(response.topics, lambda r: r.name), created)
+        return created
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        names = list(names)
+        body = {"topics": [{"name": n} for n in names], "topic_names": names,
+                "timeout": self.timeout_ms}
+        response = self._to_controller(ApiKey.DELETE_TOPICS, body, lambda r: r.responses)
+        raise_for_items(_item_errors(response.responses, lambda r: r.name))
+
+    def create_partitions(self, topic: str, total: int,
+                          assignment: list[list[int]] | None = None,
+                          validate_only: bool = False) -> None:
+        """Grow ``topic`` to ``total`` partitions (``assignment``: replicas of each new one)."""
+        body = {
+            "topics": [{"name": topic, "count": total,
+                        "assignments": None if assignment is None else
+                        [{"broker_ids": ids} for ids in assignment]}],
+            "timeout": self.timeout_ms,
+            "validate_only": validate_only,
+        }
+        response = self._to_controller(ApiKey.CREATE_PARTITIONS, body, lambda r: r.results)
+        raise_for_items(_item_errors(response.results, lambda r: r.name))
+
+    def list_topics(self, include_internal: bool = False) -> list[TopicListing]:
+        """Every topic, sorted by name."""
+        meta = self._cluster.refresh_metadata(None)
+        return [
+            TopicListing(t.name, t.topic_id, len(t.partitions), t.is_internal)
+            for name, t in sorted(meta.topics.items())
+            if not t.error_code and (include_internal or not t.is_internal)
+        ]
+
+    def describe_topics(self, names: Iterable[str] | None = None,
+                        include_internal: bool = False) -> list[TopicDescription]:
+        """Partitions of each topic with leaders, replicas, ISR and offsets.
+
+        ``log_end_offset`` is the high watermark: Kafka shows the real LEO
+        only to replicas. ``names=None`` describes every topic.
+        """
+        wanted = None if names is None else list(names)
+        meta = self._cluster.refresh_metadata(wanted)
+        topics = [meta.topics[n] for n in (wanted if wanted is not None else sorted(meta.topics))
+                  if n in meta.topics]
+        failures = {t.name: KafkaError.for_code(t.error_code, item=t.name)
+                    for t in topics if t.error_code}
+        for name in wanted or ():
+            if name not in meta.topics:
+                failures[name] = KafkaError.for_code(_UNKNOWN_TOPIC, item=name)
+        good = [t for t in topics if not t.error_code
+                and (include_internal or wanted is not None or not t.is_internal)]
+        tps = [TopicPartition(t.name, p) for t in good for p in sorted(t.partitions)]
+        starts = list_offsets(self._cluster, dict.fromkeys(tps, "earliest")) if tps else {}
+        ends = list_offsets(self._cluster, dict.fromkeys(tps, "latest")) if tps else {}
+
+        def offset(result: Any) -> int:
+            return result.offset if isinstance(result, OffsetAndTimestamp) else -1
+
+        described = []
+        for t in good:
+            parts = []
+            for index, p in sorted(t.partitions.items()):
+                tp = TopicPartition(t.name, index)
+                hw = offset(ends.get(tp))
+                parts.append(PartitionDescription(
+                    partition=index, leader=p.leader, leader_epoch=p.leader_epoch,
+                    replicas=p.replicas, isr=p.isr, offline_replicas=p.offline_replicas,
+                    log_start_offset=offset(starts.get(tp)), high_watermark=hw,
+                    log_end_offset=hw))
+            described.append(TopicDescription(t.name, t.topic_id, t.is_internal, parts))
+        raise_for_items(failures, described)
+        return described
+
+    # -- configs ---------------------------------------------------------------------
+    def describe_configs(self, topic: str) -> dict[str, ConfigEntry]:
+        """Every config of ``topic`` with its value and where it comes from."""
+        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": topic,
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        response = self._cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
+        [result] = response.results
+        if result.error_code:
+            raise KafkaError.for_code(result.error_code, result.error_message, item=topic)
+        return {
+            c.name: ConfigEntry(
+                name=c.name, value=c.value,
+                source=CONFIG_SOURCES.get(getattr(c, "config_source", 0), "UNKNOWN"),
+                read_only=c.read_only, sensitive=c.is_sensitive)
+            for c in result.configs
+        }
+
+    def alter_configs(self, topic: str, set: Mapping[str, str] | None = None,
+                      delete: Iterable[str] = (), validate_only: bool = False) -> None:
+        """Set and/or delete (back to the default) topic configs, incrementally."""
+        ops = [{"name": k, "config_operation": OP_SET, "value": str(v)}
+               for k, v in (set or {}).items()]
+        ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
+        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": topic,
+                               "configs": ops}],
+                "validate_only": validate_only}
+        response = self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,
+                                       lambda r: r.responses)
+        raise_for_items(_item_errors(response.responses, lambda r: r.resource_name))
+
+    # -- offsets and cluster -----------------------------------------------------------
+    def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,
+                     isolation_level: int = 0) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """Offsets by ``"earliest"``, ``"latest"``, ``"max_timestamp"`` or a timestamp (ms).
+
+        For a timestamp, the offset is that of the first record at or after
+        it, or -1 if there is none.
+        """
+        results = list_offsets(self._cluster, specs, isolation_level=isolation_level)
+        found = {tp: r for tp, r in results.items() if isinstance(r, OffsetAndTimestamp)}
+        raise_for_items({str(tp): r for tp, r in results.items() if isinstance(r, KafkaError)},
+                        found)
+        return found
+
+    def describe_cluster(self) -> ClusterDescription:
+        meta = self._cluster.refresh_metadata([])
+        return ClusterDescription(meta.cluster_id, meta.controller_id,
+                                  sorted(meta.brokers.values(), key=lambda b: b.node_id))
+
+    def close(self) -> None:
+        self._cluster.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,267 @@
+"""The consumer: read records from assigned partitions.
+
+Example::
+
+    consumer = Consumer("127.0.0.1:9092", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("orders", 0)])
+    for record in consumer.poll(timeout_ms=1000):
+        print(record.offset, record.key, record.value)
+
+Single-threaded like Kafka's consumer: all network work happens inside
+``poll()``, which also sends the next Fetch before returning records so it is
+in flight while the caller works (see :mod:`slog.client.fetcher`).
+
+Positions. A partition without a position gets one on the next poll: from the
+``committed_offsets`` hook if one is given (group membership will plug in
+here) and it knows an offset, else from ``auto_offset_reset`` ("earliest",
+"latest", or "none" to raise). The same happens when a fetch position falls
+outside the log (OFFSET_OUT_OF_RANGE).
+
+Kafka defaults, except ``max_poll_records`` (Kafka: 500), which is raised to
+10,000 here because per-poll overhead matters more in Python.
+``isolation_level="read_committed"`` is passed to the broker, but aborted
+transactions are not filtered out (slog has no transactions).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from slog.client.cluster import ClusterClient
+from slog.client.errors import KafkaError, OffsetOutOfRangeError
+from slog.client.fetcher import Fetcher
+from slog.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
+from slog.client.subscription import SubscriptionState
+from slog.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
+
+__all__ = ["CommittedOffsets", "Consumer"]
+
+# Given the partitions that need a position, return the committed offset of each
+# one that has one (group membership provides this).
+CommittedOffsets = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
+RESET_STRATEGIES = ("earliest", "latest", "none")
+
+
+class Consumer:
+    def __init__(
+        self,
+        bootstrap: str | Iterable[str],
+        *,
+        auto_offset_reset: str = "latest",
+        fetch_min_bytes: int = 1,
+        fetch_max_wait_ms: int = 500,
+        max_partition_fetch_bytes: int = 1024 * 1024,
+        fetch_max_bytes: int = 50 * 1024 * 1024,
+        max_poll_records: int = 10_000,
+        isolation_level: str = "read_uncommitted",
+        request_timeout_ms: int = 30_000,
+        retry_backoff_ms: int = 100,
+        consumer_timeout_ms: float | None = None,
+        client_id: str = "slog-consumer",
+        subscription: SubscriptionState | None = None,
+        committed_offsets: CommittedOffsets | None = None,
+    ):
+        if auto_offset_reset not in RESET_STRATEGIES:
+            raise ValueError(f"auto_offset_reset must be one of {RESET_STRATEGIES}")
+        levels = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
+        if isolation_level not in levels:
+            raise ValueError(f"isolation_level must be one of {sorted(levels)}")
+        if request_timeout_ms <= fetch_max_wait_ms:
+            raise ValueError("request_timeout_ms must be larger than fetch_max_wait_ms")
+        self.auto_offset_reset = auto_offset_reset
+        self.max_poll_records = max_poll_records
+        self.consumer_timeout_ms = consumer_timeout_ms
+        self._isolation_level = levels[isolation_level]
+        self._backoff_s = retry_backoff_ms / 1000
+        self._cluster = ClusterClient(bootstrap, client_id=client_id,
+                                      request_timeout_ms=request_timeout_ms)
+        self._subs = subscription or SubscriptionState()
+        self._committed = committed_offsets
+        self._fetcher = Fetcher(
+            self._cluster, self._subs, fetch_min_bytes=fetch_min_bytes,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            fetch_max_bytes=fetch_max_bytes, isolation_level=self._isolation_level,
+            retry_backoff_ms=retry_backoff_ms)
+        self._metadata_next = 0.0
+        self._closed = False
+
+    # -- assignment and positions -----------------------------------------------------
+    def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
+        """Read exactly these partitions (replacing any earlier assignment)."""
+        tps = [TopicPartition(*tp) for tp in partitions]
+        for tp in self._subs.assignment() - set(tps):
+            self._fetcher.discard(tp)
+        self._subs.assign(tps)
+        self._refresh_metadata(force=True)
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subs.assignment()
+
+    def seek(self, tp: TopicPartition | tuple[str, int], offset: int) -> None:
+        """The next poll returns records from ``offset`` of ``tp``."""
+        tp = TopicPartition(*tp)
+        self._subs.seek(tp, offset)
+        self._fetcher.discard(tp)
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._reset(partitions, "earliest")
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._reset(partitions, "latest")
+
+    def _reset(self, partitions: Iterable[TopicPartition] | None, strategy: str) -> None:
+        for tp in self._subs.assignment() if partitions is None else partitions:
+            tp = TopicPartition(*tp)
+            self._subs.request_reset(tp, strategy)
+            self._fetcher.discard(tp)
+
+    def position(self, tp: TopicPartition | tuple[str, int], timeout_ms: float = 30_000) -> int:
+        """Offset of the next record poll() returns for ``tp`` (looked up if unknown)."""
+        tp = TopicPartition(*tp)
+        deadline = time.monotonic() + timeout_ms / 1000
+        while (position := self._subs.position(tp)) is None:
+            self._update_positions()
+            if self._subs.position(tp) is None:
+                if time.monotonic() >= deadline:
+                    raise KafkaError.for_code(7, f"no position for {tp} within {timeout_ms} ms")
+                time.sleep(self._backoff_s)
+        return position
+
+    def highwater(self, tp: TopicPartition) -> int | None:
+        """The high watermark last seen in a Fetch response for ``tp`` (None before one)."""
+        state = self._subs.state(TopicPartition(*tp))
+        return None if state is None or state.high_watermark < 0 else state.high_watermark
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop returning and fetching records of these partitions until resume()."""
+        self._subs.pause(TopicPartition(*tp) for tp in partitions)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._subs.resume(TopicPartition(*tp) for tp in partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subs.paused()
+
+    @property
+    def subscription(self) -> SubscriptionState:
+        return self._subs
+
+    @property
+    def cluster(self) -> ClusterClient:
+        return self._cluster
+
+    # -- polling -------------------------------------------------------------------------
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None) -> list[ConsumerRecord]:
+        """Records fetched for the assigned partitions, waiting up to ``timeout_ms`` for some.
+
+        Returns an empty list when none arrived in time. Raises the KafkaError
+        of a partition that failed for a non-retriable reason.
+        """
+        if self._closed:
+            raise RuntimeError("poll() on a closed consumer")
+        limit = max_records or self.max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000
+        fetcher = self._fetcher
+        while True:
+            fetcher.wait(0)
+            self._housekeeping()
+            fetcher.send_fetches()
+            records = fetcher.collect(limit)
+            if records:
+                fetcher.send_fetches()  # keep the partitions just drained fetching
+                return records
+            fetcher.raise_errors()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return []
+            fetcher.wait(left)
+
+    def _housekeeping(self) -> None:
+        fetcher = self._fetcher
+        if fetcher.out_of_range:
+            tps, fetcher.out_of_range = fetcher.out_of_range, []
+            for tp in tps:
+                if self.auto_offset_reset == "none":
+                    state = self._subs.state(tp)
+                    raise OffsetOutOfRangeError(
+                        message=f"fetch position {state.fetch_position if state else None} is "
+                        "out of range and auto_offset_reset is 'none'", item=str(tp))
+                self._subs.request_reset(tp, self.auto_offset_reset)
+                fetcher.discard(tp)
+        if fetcher.metadata_needed:
+            self._refresh_metadata()
+        if self._subs.missing_positions():
+            self._update_positions()
+
+    def _refresh_metadata(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now < self._metadata_next:
+            return
+        self._metadata_next = now + self._backoff_s
+        try:
+            self._cluster.refresh_metadata({tp.topic for tp in self._subs.assignment()})
+            self._fetcher.metadata_needed = False
+        except ConnectionError:
+            self._fetcher.metadata_needed = True
+
+    def _update_positions(self) -> None:
+        missing = self._subs.missing_positions()
+        if not missing:
+            return
+        fresh = [tp for tp in missing if self._subs.state(tp).reset_strategy is None]  # type: ignore[union-attr]
+        if fresh and self._committed is not None:
+            for tp, offset in self._committed(fresh).items():
+                if offset is not None and offset >= 0:
+                    self._subs.seek(tp, offset)
+        specs: dict[TopicPartition, str] = {}
+        for tp in self._subs.missing_positions():
+            strategy = self._subs.state(tp).reset_strategy or self.auto_offset_reset  # type: ignore[union-attr]
+            if strategy == "none":
+                raise KafkaError.for_code(
+                    1, "no committed offset and auto_offset_reset is 'none'", item=str(tp))
+            specs[tp] = strategy
+        if not specs:
+            return
+        try:
+            results = list_offsets(self._cluster, specs, isolation_level=self._isolation_level,
+                                   attempts=1)
+        except ConnectionError:
+            return  # the next poll tries again
+        for tp, result in results.items():
+            state = self._subs.state(tp)
+            if state is None or state.position is not None:
+                continue
+            if isinstance(result, OffsetAndTimestamp):
+                self._subs.seek(tp, result.offset)
+            elif not result.retriable:
+                raise result
+
+    # -- iteration and lifecycle -------------------------------------------------------
+    def __iter__(self) -> Iterator[ConsumerRecord]:
+        """Yield records forever, or until none arrives for ``consumer_timeout_ms``."""
+        idle_since = time.monotonic()
+        while True:
+            wait_ms = 1000.0 if self.consumer_timeout_ms is None else max(
+                self.consumer_timeout_ms - (time.monotonic() - idle_since) * 1000, 0.0)
+            records = self.poll(timeout_ms=wait_ms)
+            if records:
+                yield from records
+                idle_since = time.monotonic()
+            elif self.consumer_timeout_ms is not None and \
+                    (time.monotonic() - idle_since) * 1000 >= self.consumer_timeout_ms:
+                return
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._fetcher.close()
+        self._cluster.close()
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

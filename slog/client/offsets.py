@@ -1,0 +1,112 @@
+"""ListOffsets: the offset of the earliest record, the latest, or the first at a timestamp.
+
+Shared by the consumer (offset resets) and the admin client. Requests go to
+each partition's leader; partitions whose leader moved or is unknown are
+retried after a metadata refresh, a few times, before their error is
+returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from slog.client.cluster import ClusterClient
+from slog.client.errors import KafkaError, LeaderNotAvailableError
+from slog.client.types import OffsetAndTimestamp, TopicPartition
+from slog.protocol.apis import ApiKey
+
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+SPEC_NAMES = {"earliest": EARLIEST, "beginning": EARLIEST, "latest": LATEST, "end": LATEST,
+              "max_timestamp": MAX_TIMESTAMP}
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+CHANNEL = "offsets"
+
+OffsetSpec = str | int
+Result = OffsetAndTimestamp | KafkaError
+
+
+def spec_timestamp(spec: OffsetSpec) -> int:
+    """"earliest" / "latest" / "max_timestamp" or a timestamp in ms → ListOffsets' timestamp."""
+    if isinstance(spec, str):
+        try:
+            return SPEC_NAMES[spec.lower()]
+        except KeyError:
+            raise ValueError(f"offset spec must be earliest, latest, max_timestamp or a "
+                             f"timestamp in ms, not {spec!r}") from None
+    if spec < MAX_TIMESTAMP:
+        raise ValueError(f"bad timestamp {spec}")
+    return int(spec)
+
+
+def _request_body(tps: Mapping[TopicPartition, int], isolation_level: int) -> dict[str, Any]:
+    by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
+    for tp, ts in tps.items():
+        by_topic[tp.topic].append({"partition_index": tp.partition, "current_leader_epoch": -1,
+                                   "timestamp": ts})
+    return {"replica_id": -1, "isolation_level": isolation_level,
+            "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]}
+
+
+def _ask_leader(cluster: ClusterClient, leader: int, tps: Mapping[TopicPartition, int],
+                isolation_level: int) -> dict[TopicPartition, Result]:
+    conn = cluster.connection(leader, CHANNEL)
+    try:
+        response = conn.request(ApiKey.LIST_OFFSETS, _request_body(tps, isolation_level))
+    except ConnectionError:
+        cluster.close_connection(leader, CHANNEL)
+        raise
+    out: dict[TopicPartition, Result] = {}
+    for topic in response.topics:
+        for part in topic.partitions:
+            tp = TopicPartition(topic.name, part.partition_index)
+            if part.error_code:
+                out[tp] = KafkaError.for_code(part.error_code, item=str(tp))
+            else:
+                out[tp] = OffsetAndTimestamp(part.offset, part.timestamp,
+                                             getattr(part, "leader_epoch", -1))
+    return out
+
+
+def list_offsets(cluster: ClusterClient, specs: Mapping[TopicPartition, OffsetSpec], *,
+                 isolation_level: int = READ_UNCOMMITTED, attempts: int = 5,
+                 backoff_s: float = 0.1) -> dict[TopicPartition, Result]:
+    """Offsets for each partition; a partition that keeps failing maps to its KafkaError."""
+    wanted = {TopicPartition(*tp): spec_timestamp(spec) for tp, spec in specs.items()}
+    results: dict[TopicPartition, Result] = {}
+    todo = dict(wanted)
+    for attempt in range(attempts):
+        if attempt or any(cluster.leader_for(*tp) is None for tp in todo):
+            try:
+                cluster.refresh_metadata({tp.topic for tp in todo})
+            except ConnectionError:
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(backoff_s)
+                continue
+        by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+        for tp, ts in todo.items():
+            leader = cluster.leader_for(*tp)
+            if leader is None:
+                known = cluster.partition(*tp) is not None
+                results[tp] = (LeaderNotAvailableError(item=str(tp)) if known
+                               else KafkaError.for_code(3, item=str(tp)))
+            else:
+                by_leader[leader][tp] = ts
+        for leader, tps in by_leader.items():
+            try:
+                results.update(_ask_leader(cluster, leader, tps, isolation_level))
+            except ConnectionError as exc:
+                for tp in tps:
+                    results[tp] = KafkaError.for_code(13, str(exc), item=str(tp))
+        todo = {tp: wanted[tp] for tp, r in results.items()
+                if isinstance(r, KafkaError) and r.retriable}
+        if not todo:
+            break
+        time.sleep(backoff_s)
+    return {tp: results[tp] for tp in wanted}
