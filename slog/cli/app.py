@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from slog.cli import broker_cmd, demo
+from slog.cli import broker_cmd, consume_cmd, demo, produce_cmd, topic_cmd
 
 app = typer.Typer(
     name="slog",
@@ -13,8 +13,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(broker_cmd.app, name="broker")
+app.add_typer(topic_cmd.app, name="topic")
+app.command(name="produce")(produce_cmd.produce)
+app.command(name="consume")(consume_cmd.consume)
 app.command(name="demo")(demo.demo)
 
 
 def main() -> None:
-    app()
+    """Entry point: no traceback reaches the user unless SLOG_DEBUG is set."""
+    import os
+    import sys
+
+    try:
+        app()
+    except Exception as exc:
+        if os.environ.get("SLOG_DEBUG"):
+            raise
+        print(f"error: unexpected {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("hint: rerun with SLOG_DEBUG=1 for the traceback, and please report it",
+              file=sys.stderr)
+        raise SystemExit(1) from None

@@ -1,0 +1,162 @@
+"""``slog consume TOPIC...``: print records, like ``kcat -C``."""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from slog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    BootstrapOption,
+    client_errors,
+    fail,
+)
+from slog.cli.output import LongOutputOption, OutputFormat, print_json_line
+
+# kcat's tokens; %v is slog's name for the value and %s kcat's.
+_TOKEN = re.compile(r"%[kvsptoThKS%]|\\[nt\\]")
+
+
+def _text(data: bytes | None) -> str:
+    return "" if data is None else data.decode("utf-8", errors="replace")
+
+
+def render(fmt: str, record: Any) -> str:
+    """Expand kcat-style tokens for one record."""
+
+    def expand(match: re.Match[str]) -> str:
+        token = match.group(0)
+        values = {
+            "%k": lambda: _text(record.key), "%v": lambda: _text(record.value),
+            "%s": lambda: _text(record.value), "%p": lambda: str(record.partition),
+            "%t": lambda: record.topic, "%o": lambda: str(record.offset),
+            "%T": lambda: str(record.timestamp),
+            "%h": lambda: ",".join(f"{k}={_text(v)}" for k, v in record.headers),
+            "%K": lambda: str(len(record.key) if record.key is not None else -1),
+            "%S": lambda: str(len(record.value) if record.value is not None else -1),
+            "%%": lambda: "%", "\\n": lambda: "\n", "\\t": lambda: "\t", "\\\\": lambda: "\\",
+        }
+        return values[token]()
+
+    return _TOKEN.sub(expand, fmt)
+
+
+def as_json(record: Any) -> dict[str, Any]:
+    return {
+        "topic": record.topic, "partition": record.partition, "offset": record.offset,
+        "timestamp": record.timestamp,
+        "key": None if record.key is None else _text(record.key),
+        "value": None if record.value is None else _text(record.value),
+        "headers": [{"key": k, "value": None if v is None else _text(v)}
+                    for k, v in record.headers],
+    }
+
+
+def parse_offset(text: str) -> tuple[str, int]:
+    """``beginning``, ``end``, ``N``, ``-N`` (N before the end) or ``@timestamp_ms``."""
+    if text in ("beginning", "end"):
+        return text, 0
+    if text.startswith("@") and text[1:].isdigit():
+        return "timestamp", int(text[1:])
+    if text.lstrip("-").isdigit():
+        number = int(text)
+        return ("relative", -number) if number < 0 else ("absolute", number)
+    raise ValueError(f"--offset must be beginning, end, N, -N or @timestamp, not {text!r}")
+
+
+def _start_positions(consumer: Any, tps: list[Any], mode: str, value: int,
+                     ends: dict[Any, int], starts: dict[Any, int]) -> dict[Any, int]:
+    from slog.client.offsets import list_offsets
+
+    if mode == "beginning":
+        return dict(starts)
+    if mode == "end":
+        return dict(ends)
+    if mode == "absolute":
+        return {tp: min(max(value, starts[tp]), ends[tp]) for tp in tps}
+    if mode == "relative":
+        return {tp: max(ends[tp] - value, starts[tp]) for tp in tps}
+    found = list_offsets(consumer.cluster, dict.fromkeys(tps, value))
+    return {tp: found[tp].offset if getattr(found[tp], "offset", -1) >= 0 else ends[tp]
+            for tp in tps}
+
+
+def consume(
+    topics: Annotated[list[str], typer.Argument(help="Topics to read.", show_default=False)],
+    offset: Annotated[str, typer.Option(
+        "--offset", "-o", help="beginning, end, N, -N (from the end) or @timestamp_ms.")
+    ] = "beginning",
+    partition: Annotated[list[int] | None, typer.Option(
+        "--partition", "-p", help="Only these partitions (repeatable).")] = None,
+    max_messages: Annotated[int | None, typer.Option(
+        "--max-messages", "-n", help="Stop after this many records.")] = None,
+    exit_at_end: Annotated[bool, typer.Option(
+        "--exit-at-end", "-e", help="Stop at the end of every partition.")] = False,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", help="kcat-style: %k key, %v value, %p partition, %o offset, "
+        "%t topic, %T timestamp, %h headers.")] = "%v\\n",
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: LongOutputOption = OutputFormat.table,
+) -> None:
+    """Print records from topics; --output json prints one object per line.
+
+    Example: slog consume orders -o beginning -e -f '%k %v %p %o\\n'
+    """
+    from slog.client import Consumer, TopicPartition
+    from slog.client.offsets import list_offsets
+
+    try:
+        mode, value = parse_offset(offset)
+    except ValueError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+    if max_messages is not None and max_messages < 0:
+        fail("--max-messages cannot be negative", code=EXIT_USAGE)
+    seen = 0
+    if max_messages == 0:
+        return
+    with client_errors(bootstrap):
+        consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli")
+        try:
+            meta = consumer.cluster.refresh_metadata(topics)
+            tps = []
+            for topic in topics:
+                entry = meta.topics.get(topic)
+                if entry is None or entry.error_code or not entry.partitions:
+                    fail(f"topic {topic!r} does not exist", hint="list topics with "
+                         "`slog topic list`", code=EXIT_NOT_FOUND)
+                numbers = sorted(entry.partitions)
+                for number in partition or numbers:
+                    if number not in entry.partitions:
+                        fail(f"{topic} has no partition {number}", code=EXIT_NOT_FOUND)
+                    tps.append(TopicPartition(topic, number))
+            ends = {tp: r.offset for tp, r in list_offsets(
+                consumer.cluster, dict.fromkeys(tps, "latest")).items()}
+            starts = {tp: r.offset for tp, r in list_offsets(
+                consumer.cluster, dict.fromkeys(tps, "earliest")).items()}
+            consumer.assign(tps)
+            for tp, position in _start_positions(consumer, tps, mode, value, ends,
+                                                 starts).items():
+                consumer.seek(tp, position)
+            pending = {tp for tp in tps if consumer.position(tp) < ends[tp]}
+            while not (exit_at_end and not pending):
+                for record in consumer.poll(timeout_ms=200):
+                    if output is OutputFormat.json:
+                        print_json_line(as_json(record))
+                    else:
+                        sys.stdout.write(render(fmt, record))
+                    seen += 1
+                    if max_messages is not None and seen >= max_messages:
+                        return
+                sys.stdout.flush()
+                if exit_at_end:
+                    pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.stdout.flush()
+            consumer.close()

@@ -1,0 +1,198 @@
+"""``slog topic create|delete|list|describe|alter``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from slog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_FAILURE,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    BootstrapOption,
+    client_errors,
+    fail,
+)
+from slog.cli.output import OutputFormat, OutputOption, emit
+
+app = typer.Typer(help="Create, delete, list, describe and alter topics.", no_args_is_help=True)
+
+NamesArgument = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
+
+
+def _parse_configs(pairs: list[str] | None) -> dict[str, str]:
+    from slog.core.config import ConfigError, parse_key_values
+
+    try:
+        return parse_key_values(pairs or [])
+    except ConfigError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+
+
+def _admin(bootstrap: str) -> Any:
+    from slog.client import Admin
+
+    return Admin(bootstrap, client_id="slog-cli")
+
+
+@app.command()
+def create(
+    names: NamesArgument,
+    partitions: Annotated[int, typer.Option("--partitions", "-p",
+                                            help="Partitions (broker default: 1).")] = -1,
+    replication_factor: Annotated[int, typer.Option(
+        "--replication-factor", "-r", help="Replicas (default: min(3, brokers)).")] = -1,
+    config: Annotated[list[str] | None, typer.Option(
+        "--config", "-c", help="Topic config key=value (repeatable).")] = None,
+    replica_assignment: Annotated[str | None, typer.Option(
+        help="Manual placement, e.g. 1:2,2:3 (partition order).")] = None,
+    if_not_exists: Annotated[bool, typer.Option(help="Succeed if it exists.")] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Create topics.
+
+    Example: slog topic create orders -p 6 -r 3 -c retention.ms=86400000
+    """
+    from slog.client import NewTopic
+    from slog.client.errors import KafkaError
+
+    configs = _parse_configs(config)
+    assignment = None
+    if replica_assignment:
+        from slog.replication.placement import PlacementError, parse_replica_assignment
+
+        try:
+            assignment = parse_replica_assignment(replica_assignment)
+        except PlacementError as exc:
+            fail(str(exc), code=EXIT_USAGE)
+        if partitions != -1 or replication_factor != -1:
+            fail("--replica-assignment replaces --partitions and --replication-factor",
+                 code=EXIT_USAGE)
+    specs = [NewTopic(n, partitions, replication_factor, configs, assignment) for n in names]
+    rows: list[dict[str, Any]] = []
+    failed = 0
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        created = {}
+        try:
+            created = admin.create_topics(specs)
+        except KafkaError as exc:
+            created = exc.results or {}
+            errors = getattr(exc, "errors", {exc.item: exc})
+            for name, error in errors.items():
+                if if_not_exists and error.name == "TOPIC_ALREADY_EXISTS":
+                    rows.append({"topic": name, "status": "exists", "error": None})
+                    continue
+                failed += 1
+                rows.append({"topic": name, "status": "failed", "error": str(error)})
+        for name, topic in created.items():
+            rows.append({"topic": name, "status": "created", "partitions": topic.partitions,
+                         "replication_factor": topic.replication_factor,
+                         "topic_id": topic.topic_id, "error": None})
+    rows.sort(key=lambda r: names.index(r["topic"]) if r["topic"] in names else 0)
+    emit(rows, ["topic", "status", "partitions", "replication_factor", "error"], output)
+    if failed:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+@app.command()
+def delete(
+    names: NamesArgument,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Delete topics and all their data.
+
+    Example: slog topic delete orders payments
+    """
+    from slog.client.errors import KafkaError
+
+    rows = []
+    failures: dict[str, Any] = {}
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        try:
+            admin.delete_topics(names)
+        except KafkaError as exc:
+            failures = getattr(exc, "errors", {exc.item: exc})
+    for name in names:
+        error = failures.get(name)
+        rows.append({"topic": name, "status": "failed" if error else "deleted",
+                     "error": str(error) if error else None})
+    emit(rows, ["topic", "status", "error"], output)
+    if failures:
+        all_missing = len(failures) == len(names) and all(
+            e.name == "UNKNOWN_TOPIC_OR_PARTITION" for e in failures.values())
+        raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)
+
+
+@app.command("list")
+def list_topics(
+    internal: Annotated[bool, typer.Option("--internal", help="Include internal topics.")] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """List topics with their partition counts.
+
+    Example: slog topic list --output json
+    """
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        topics = admin.list_topics(include_internal=internal)
+    rows = [{"topic": t.name, "partitions": t.partitions, "internal": t.is_internal,
+             "topic_id": t.topic_id} for t in topics]
+    emit(rows, ["topic", "partitions", "internal"], output)
+
+
+@app.command()
+def describe(
+    names: Annotated[list[str] | None, typer.Argument(help="Topics (default: all).",
+                                                      show_default=False)] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Per partition: leader, replicas, ISR, log start, high watermark and log end offset.
+
+    Example: slog topic describe orders
+    """
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        topics = admin.describe_topics(names or None)
+    rows = [
+        {"topic": t.name, "partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
+         "leader_epoch": p.leader_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
+         "offline_replicas": list(p.offline_replicas), "log_start_offset": p.log_start_offset,
+         "high_watermark": p.high_watermark, "log_end_offset": p.log_end_offset}
+        for t in topics for p in t.partitions
+    ]
+    emit(rows, ["topic", "partition", "leader", "replicas", "isr", "log_start_offset",
+                "high_watermark", "log_end_offset"], output)
+
+
+@app.command()
+def alter(
+    name: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
+    partitions: Annotated[int | None, typer.Option(
+        "--partitions", "-p", help="New (larger) partition count.")] = None,
+    config: Annotated[list[str] | None, typer.Option(
+        "--config", "-c", help="Set a topic config key=value (repeatable).")] = None,
+    delete_config: Annotated[list[str] | None, typer.Option(
+        "--delete-config", help="Reset a topic config to the default (repeatable).")] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Add partitions or change topic configs.
+
+    Example: slog topic alter orders --partitions 12 -c retention.ms=3600000
+    """
+    changes = _parse_configs(config)
+    if partitions is None and not changes and not delete_config:
+        fail("nothing to change: pass --partitions, --config or --delete-config",
+             code=EXIT_USAGE)
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        if partitions is not None:
+            admin.create_partitions(name, partitions)
+        if changes or delete_config:
+            admin.alter_configs(name, set=changes, delete=delete_config or [])
+        [topic] = admin.describe_topics([name])
+    emit([{"topic": name, "partitions": len(topic.partitions), "set": changes,
+           "deleted": delete_config or []}], ["topic", "partitions"], output)
