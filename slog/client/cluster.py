@@ -135,11 +135,8 @@ class ClusterClient:
                     continue
                 self._meta_conn = conn
                 return response
-            tried = ", ".join(f"{h}:{p}" for h, p, _ in self._candidates())
-            raise BrokerUnavailableError(
-                f"no broker at {tried} answered ({'; '.join(failures)}); is the cluster "
-                "running? (`slog cluster status`)"
-            )
+            # Each failure already names its address; keep the first line short.
+            raise BrokerUnavailableError("; ".join(failures) or "no bootstrap brokers given")
 
     def refresh_metadata(self, topics: Iterable[str] | None = None, *,
                          allow_auto_create: bool = False) -> ClusterMetadata:
