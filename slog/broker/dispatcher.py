@@ -96,6 +96,8 @@ class Dispatcher:
             return CLOSE_CONNECTION
         if result is NO_RESPONSE:
             return None
+        if result is CLOSE_CONNECTION:
+            return CLOSE_CONNECTION
         if isinstance(result, Encoded):
             buffers = result.buffers
         else:

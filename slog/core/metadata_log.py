@@ -23,11 +23,16 @@ from slog.core import batch
 from slog.core.errors import CorruptRecordError
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
+from slog.core.names import make_private_dir
 from slog.core.records import build_batch, decode_records
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
-# Metadata batches are small; 8 MiB segments keep preallocation cheap.
-METADATA_LOG_CONFIG = LogConfig(segment_bytes=8 * 1024 * 1024, retention_ms=-1, flush_messages=1)
+# Metadata batches are small; 8 MiB segments keep preallocation cheap. But each
+# controller operation is one atomic batch, and the largest legal one (10,000
+# partitions, or thousands of topics with configs, in one request) runs to
+# megabytes: the batch limit must not be the topic default of ~1 MB.
+METADATA_LOG_CONFIG = LogConfig(segment_bytes=8 * 1024 * 1024, retention_ms=-1, flush_messages=1,
+                                max_message_bytes=64 * 1024 * 1024)
 
 
 def metadata_log_dir(metadata_dir: Path) -> Path:
@@ -48,7 +53,7 @@ class MetadataLogWriter:
 
     def __init__(self, metadata_dir: Path):
         directory = metadata_log_dir(metadata_dir)
-        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(directory)
         # The previous controller may have died mid-write: always recover.
         self._log = PartitionLog.open(directory, METADATA_LOG_CONFIG, clean_shutdown=False)
 

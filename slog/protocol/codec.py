@@ -170,7 +170,8 @@ def _primitive(kafka_type: str, flexible: bool) -> tuple[int | _Skip, int]:
     raise TypeError(f"unknown kafka_type {kafka_type!r}")
 
 
-def _array(inner: int | _Skip, inner_min: int, flexible: bool) -> tuple[_Skip, int]:
+def _array(inner: int | _Skip, inner_min: int, flexible: bool, nullable: bool
+           ) -> tuple[_Skip, int]:
     per_item = max(inner_min, 1)  # zero-width items are bounded as if they took a byte
 
     def check(n: int, pos: int, end: int) -> None:
@@ -196,6 +197,8 @@ def _array(inner: int | _Skip, inner_min: int, flexible: bool) -> tuple[_Skip, i
         def skip_compact(buf: Buf, pos: int, end: int, edits: list[_Edit]) -> int:
             n, pos = read_uvarint(buf, pos)
             if n == 0:  # null array
+                if not nullable:
+                    raise _Bad("null for a non-nullable array")
                 return pos
             check(n - 1, pos, end)
             return skip_items(buf, pos, end, edits, n - 1)
@@ -206,6 +209,8 @@ def _array(inner: int | _Skip, inner_min: int, flexible: bool) -> tuple[_Skip, i
         (n,) = _INT32.unpack_from(buf, pos)
         pos += 4
         if n == -1:
+            if not nullable:
+                raise _Bad("null for a non-nullable array")
             return pos
         if n < 0:
             raise _Bad(f"negative array length {n}")
@@ -228,7 +233,8 @@ def _field(field: Field[Any], flexible: bool) -> tuple[int | _Skip, int]:
     else:  # pragma: no cover - kio only has the four kinds
         raise TypeError(f"unsupported field {field.name}")
     if kind.is_array:
-        return _array(inner, inner_min, flexible)
+        # kio models a nullable array as Optional; anything else must not be null.
+        return _array(inner, inner_min, flexible, is_optional(field))
     return inner, inner_min
 
 
@@ -761,23 +767,8 @@ def _top_level(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
 
 
 def _offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    topic_cls = _item(cls, "topics")
-    part_cls = _item(topic_cls, "partitions")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        topics=tuple(
-            _fill(
-                topic_cls,
-                name=t.name,
-                partitions=tuple(
-                    _fill(part_cls, partition_index=p.partition_index, error_code=e)
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    # Same shape as ListOffsets: topics → partitions with an error code each.
+    return _list_offsets(cls, req, e, v)
 
 
 def _offset_fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:

@@ -184,8 +184,10 @@ class Controller:
         pending: list[Record] = []
         seen: set[str] = set()
         default_partitions = self.config.get_int("num.partitions")
-        total = sum(len(s.assignment) or (s.num_partitions if s.num_partitions > 0
-                                          else default_partitions) for s in specs)
+        # Invalid counts add nothing, so they cannot offset a huge one.
+        total = sum(len(s.assignment) if s.assignment else
+                    default_partitions if s.num_partitions == -1 else max(s.num_partitions, 0)
+                    for s in specs)
         for spec in specs:
             try:
                 if total > MAX_PARTITIONS_PER_REQUEST:
@@ -255,7 +257,6 @@ class Controller:
             raise ControllerError("invalid_config", str(exc)) from exc
         if clean and not validate_only:
             self._write([{"type": "topic_config", "topic": topic, "configs": clean}])
-
 
 
 def _too_many_partitions() -> ControllerError:

@@ -10,8 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, NOT_CONTROLLER, UNKNOWN_TOPIC, code
+from slog.broker.handlers.common import INVALID_TOPIC, NONE, NOT_CONTROLLER, UNKNOWN_TOPIC, code
 from slog.core.config import TOPIC_CONFIGS, ConfigSource
+from slog.core.errors import InvalidTopicError
+from slog.core.names import validate_topic_name
 from slog.protocol.apis import ApiKey
 from slog.replication.controller import ControllerError, CreatedTopic, NewTopic
 
@@ -79,7 +81,8 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.version >= 6:
-        names = [t.name or _name_for_id(ctx, t.topic_id) for t in request.topics]
+        names = [t.name if t.name is not None else _name_for_id(ctx, t.topic_id)
+                 for t in request.topics]
     else:
         names = list(request.topic_names)
     controller = ctx.broker.controller
@@ -89,10 +92,10 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if not ctx.broker.config.get_bool("delete.topic.enable"):
         return {"throttle_time": 0, "responses": [
             {"name": n, "error_code": code("topic_deletion_disabled")} for n in names]}
-    outcome = controller.delete_topics([n for n in names if n])
+    outcome = controller.delete_topics([n for n in names if n is not None])
     responses = []
     for name in names:
-        error = outcome.get(name) if name else ControllerError(
+        error = outcome.get(name) if name is not None else ControllerError(
             "unknown_topic_id", "no topic has that id")
         entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
         if error is not None:
@@ -126,6 +129,15 @@ async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]
 
 
 # -- configs --------------------------------------------------------------------------
+def _invalid_topic(name: str) -> dict[str, Any] | None:
+    """INVALID_TOPIC_EXCEPTION for a name no topic can have, as Kafka's Topic.validate."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return {"error_code": INVALID_TOPIC, "error_message": str(exc)}
+    return None
+
+
 def _config_type(name: str, value: str) -> int:
     if name in _LIST_CONFIGS:
         return TYPE_LIST
@@ -138,6 +150,10 @@ def _describe_topic(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[
     name = resource.resource_name
     entry: dict[str, Any] = {"resource_type": RESOURCE_TOPIC, "resource_name": name,
                              "error_code": NONE, "error_message": None, "configs": []}
+    invalid = _invalid_topic(name)
+    if invalid is not None:
+        entry.update(invalid)
+        return entry
     topic = ctx.broker.image.topics.get(name)
     if topic is None:
         entry.update(error_code=UNKNOWN_TOPIC, error_message=f"topic {name!r} does not exist")
@@ -237,6 +253,8 @@ async def incremental_alter_configs(ctx: RequestContext, request: Any) -> dict[s
                          error_message="broker configs are static: pass --config at start-up")
         elif controller is None:
             entry.update(_not_controller())
+        elif (invalid := _invalid_topic(resource.resource_name)) is not None:
+            entry.update(invalid)
         else:
             topic = ctx.broker.image.topics.get(resource.resource_name)
             try:

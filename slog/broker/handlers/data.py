@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from slog.broker.dispatcher import NO_RESPONSE, Encoded, RequestContext
+from slog.broker.dispatcher import CLOSE_CONNECTION, NO_RESPONSE, Encoded, RequestContext
 from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC, code
 from slog.core import batch
 from slog.core.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
@@ -49,7 +49,8 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
         result["error_code"] = INVALID_RECORD
         result["error_message"] = f"record batches must have magic {batch.MAGIC}"
         return result
-    min_isr = int(replicas.topic_setting(topic, "min.insync.replicas"))
+    # Only acks=-1 looks at min.insync.replicas; resolving topic configs is not free.
+    min_isr = int(replicas.topic_setting(topic, "min.insync.replicas")) if acks == -1 else 1
     try:
         appended = partition.append_as_leader(records, required_acks=acks,
                                               min_insync_replicas=min_isr)
@@ -83,7 +84,10 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
         responses.append({"name": topic.name, "partition_responses": partitions})
     ctx.broker.replicas.notify()
     if acks == 0:
-        return NO_RESPONSE
+        # An acks=0 producer reads no response, so Kafka reports a failed
+        # partition by closing the connection (the client then refreshes metadata).
+        failed = any(p["error_code"] != NONE for t in responses for p in t["partition_responses"])
+        return CLOSE_CONNECTION if failed else NO_RESPONSE
     return {"responses": responses, "throttle_time": 0}
 
 
