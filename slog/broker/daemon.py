@@ -14,7 +14,7 @@ from pathlib import Path
 from slog.core.datadir import BrokerInfo, alive_lock_path, read_broker_info
 from slog.core.errors import DataDirError
 from slog.core.locks import is_locked
-from slog.core.names import DataDirLayout, ensure_data_dir
+from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
 
 
 class BrokerStartError(RuntimeError):
@@ -55,7 +55,7 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
         info = read_broker_info(layout, broker_id)
         where = f" on port {info.port} (pid {info.pid})" if info else ""
         raise DataDirError(f"broker {broker_id} is already running{where}")
-    layout.broker_dir(broker_id).mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dir(layout.broker_dir(broker_id))
     log_path = broker_log_path(layout, broker_id)
     with open(log_path, "ab") as log_file:
         os.chmod(log_path, 0o600)

@@ -13,6 +13,8 @@ from typing import IO
 
 import portalocker
 
+from slog.core.names import make_private_dir
+
 
 class FileLock:
     """A non-blocking exclusive lock on one file, held until :meth:`release`."""
@@ -28,7 +30,7 @@ class FileLock:
     def try_acquire(self) -> bool:
         if self._handle is not None:
             return True
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_private_dir(self.path.parent)
         handle = open(self.path, "a+")  # noqa: SIM115 - kept open while the lock is held
         os.chmod(self.path, 0o600)
         try:

@@ -40,6 +40,7 @@ from slog.core.errors import (
 )
 from slog.core.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from slog.core.log_config import LogConfig
+from slog.core.names import make_private_dir
 from slog.core.segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -51,7 +52,6 @@ from slog.core.segment import (
 
 logger = logging.getLogger(__name__)
 
-DIR_MODE = 0o700
 # Bytes of a batch before the CRC: baseOffset, batchLength, partitionLeaderEpoch, magic.
 _PRE_CRC = 17
 _ATTRIBUTES_POS = 21
@@ -169,7 +169,7 @@ class PartitionLog:
         tail never stops the log from opening.
         """
         directory = Path(directory)
-        directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        make_private_dir(directory)
         log = cls(directory, config, time)
         with log._disk_errors:
             log._load(recovery_point, clean_shutdown, log_start_offset)

@@ -24,9 +24,14 @@ from pathlib import Path
 
 from slog.core.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
 from slog.core.errors import InvalidTopicError, StorageError
-from slog.core.log import DIR_MODE, PartitionLog
+from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
-from slog.core.names import ensure_inside, parse_partition_dir_name, partition_dir_name
+from slog.core.names import (
+    ensure_inside,
+    make_private_dir,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -217,8 +222,7 @@ class LogManager:
     @staticmethod
     def _make_dir(path: Path) -> None:
         try:
-            path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-            os.chmod(path, DIR_MODE)  # mkdir's mode is filtered by the umask
+            make_private_dir(path)
             fsync_dir(path.parent)
         except OSError as exc:
             raise StorageError(f"cannot create {path}: {exc.strerror}") from exc

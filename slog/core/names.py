@@ -81,13 +81,28 @@ def ensure_inside(root: Path, candidate: Path) -> Path:
     return resolved
 
 
+def make_private_dir(path: Path) -> Path:
+    """mkdir -p where every directory created is owner-only (0700).
+
+    ``Path.mkdir(parents=True)`` gives the parents the umask's mode instead.
+    """
+    missing = []
+    current = path
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        directory.mkdir(mode=DATA_DIR_MODE, exist_ok=True)
+    return path
+
+
 def ensure_data_dir(path: str | os.PathLike[str]) -> Path:
     """Create the data dir (mode 0700) if needed and check that it is usable."""
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         raise DataDirError(f"data dir {root} exists and is not a directory")
     try:
-        root.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+        make_private_dir(root)
     except OSError as exc:
         raise DataDirError(f"cannot create data dir {root}: {exc.strerror}") from exc
     if not os.access(root, os.R_OK | os.W_OK | os.X_OK):

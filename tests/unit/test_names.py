@@ -64,3 +64,11 @@ def test_data_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(DataDirError, match="not a directory"):
         ensure_data_dir(tmp_path / "f")
+
+
+def test_private_dirs_are_owner_only_all_the_way_down(tmp_path: Path) -> None:
+    from slog.core.names import make_private_dir
+
+    deep = make_private_dir(tmp_path / "a" / "b" / "c")
+    for path in (tmp_path / "a", tmp_path / "a" / "b", deep):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
