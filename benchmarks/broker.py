@@ -1,0 +1,620 @@
+"""End-to-end broker throughput: slog with librdkafka clients against Redis Streams.
+
+Workloads (``--quick`` divides the record counts by 10):
+
+* 1,000,000 records of 100 bytes, and 100,000 records of 1 KiB,
+* into a topic of 1 and of 6 partitions (Redis: 1 stream, or 6 streams),
+* produced with acks=1, then read back from the beginning until all are read.
+
+Peers, one after the other on the same machine (never at the same time):
+
+* **slog**: one broker started here with ``slog.broker.daemon`` in a temp data
+  dir, default settings. Two librdkafka clients:
+
+  - ``kcat`` (librdkafka in C, like ``redis-benchmark`` on the other side):
+    ``kcat -P -l FILE`` produces one record per line of a prepared file;
+    ``kcat -C -o 0 -c N`` consumes into /dev/null (the topic is new, so
+    offset 0 is its beginning; an absolute offset spares librdkafka a
+    ListOffsets round). kcat's consumer assigns the partitions itself (no
+    group), as the spec asks.
+  - ``python``: confluent-kafka's ``Producer.produce`` in a loop, then a
+    ``Consumer`` with ``assign()`` at offset 0 polling ``consume()`` until
+    all records arrived. These figures include the Python interpreter's cost
+    per record (``produce()`` alone tops out at about 0.85 M calls/s on the
+    reference machine, ``consume()`` at well under 1 M records/s), so they
+    measure the client more than the broker.
+
+* **redis**: ``redis-server --appendonly yes --appendfsync everysec --save ''``
+  in a temp dir, driven by ``redis-benchmark`` (C):
+
+  - produce: ``XADD <stream> * f <value>`` with ``-P 100`` (pipeline 100) and
+    one connection (``-c 1``): librdkafka also uses one connection to a broker,
+    and one connection is redis-benchmark's fastest setting on 2 cores (the
+    default 50 connections measured ~30% slower). 6 "partitions" are 6
+    streams picked at random per command (``-r 6`` on the stream name).
+  - consume: ``XREADGROUP GROUP g c NOACK COUNT 1000 STREAMS <streams> >``
+    with ``-P 10``, one connection, as many commands as needed to drain the
+    largest stream; verified afterwards (every group's lag is 0). Why this is
+    the fairest choice: the C client parses every reply like librdkafka
+    parses every fetch; COUNT 1000 x pipeline 10 (10,000 entries per round
+    trip) is as fast as COUNT 10,000 and the batching is comparable to a
+    Kafka fetch; NOACK skips the pending-entries list, which a Kafka consumer
+    with assign() and no commits does not have either, and it is the faster
+    option for Redis, so the ratio is conservative.
+
+Every throughput is timed as the wall time of the whole client run (process
+start, connect and metadata included, on both sides: about 10 ms for kcat,
+5 ms for redis-benchmark). MB = 10^6 bytes of record values. Server CPU time
+comes from /proc/<pid>/stat (utime + stime, 10 ms ticks) around each phase;
+"busy" is that CPU time over the phase's wall time, which tells whether the
+server or the client was the limit (both share the machine's cores). RSS is
+read from /proc/<pid>/status after the last workload of a run, with all of
+the run's data still in the log. The same figures are shown for redis-server.
+
+Targets: produce >= 2x Redis XADD records/s, consume >= 2x Redis XREADGROUP,
+broker RSS < 150 MB after the run. Medians of ``--runs`` runs (default 3).
+The whole benchmark stops after ``--timeout`` seconds; every process it
+started is stopped and every temp dir removed, also on errors and Ctrl-C.
+
+Usage::
+
+    python benchmarks/broker.py [--quick] [--runs N] [--clients kcat,python] [--timeout S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from slog.broker.daemon import start_daemon, stop_daemon  # noqa: E402
+
+PRODUCE_TARGET = 2.0
+CONSUME_TARGET = 2.0
+RSS_TARGET_MB = 150
+
+# What a Kafka user sets for producer throughput (state them in the output).
+PRODUCER_CONFIG = {
+    "acks": "1",
+    "linger.ms": "5",
+    "batch.size": "1000000",
+    "compression.type": "none",
+    "queue.buffering.max.messages": "2000000",
+    "queue.buffering.max.kbytes": "2097151",
+    "enable.idempotence": "false",
+}
+# Consumer: Kafka's default fetch sizes (fetch.max.bytes 50 MB, 1 MB per
+# partition; 10 MB per partition measured no faster) and a deep prefetch queue.
+CONSUMER_CONFIG = {
+    "queued.min.messages": "1000000",
+    "queued.max.messages.kbytes": "1048576",
+}
+# Only the Python client's librdkafka (2.x) has this; kcat's may be older.
+PYTHON_CONSUMER_EXTRA = {"fetch.queue.backoff.ms": "10"}
+
+REDIS_XADD_PIPELINE = 100
+REDIS_READ_COUNT = 1000
+REDIS_READ_PIPELINE = 10
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchTimeout(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Case:
+    value_size: int
+    records: int
+    partitions: int
+
+    @property
+    def name(self) -> str:
+        size = "1 KiB" if self.value_size == 1024 else f"{self.value_size} B"
+        return f"{self.records:,} x {size}, {self.partitions}p"
+
+    @property
+    def key(self) -> str:
+        return f"v{self.value_size}-p{self.partitions}"
+
+    @property
+    def payload_bytes(self) -> int:
+        return self.value_size * self.records
+
+
+@dataclass
+class Measure:
+    produce_s: list[float] = field(default_factory=list)
+    consume_s: list[float] = field(default_factory=list)
+    server_cpu_produce: list[float] = field(default_factory=list)
+    server_cpu_consume: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RunMemory:
+    rss: int
+    anon: int
+    file: int
+
+
+# ------------------------------------------------------------------ helpers
+
+
+class Deadline:
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise BenchTimeout("benchmark time limit reached")
+        return left
+
+    def check(self) -> None:
+        self.left()
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+
+def memory(pid: int) -> RunMemory:
+    values = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile"):
+                values[name] = int(rest.split()[0]) * 1024
+    return RunMemory(values["VmRSS"], values["RssAnon"], values["RssFile"])
+
+
+def value_bytes(size: int) -> bytes:
+    """Printable, newline-free (kcat splits lines; redis-benchmark takes argv)."""
+    pattern = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return (pattern * (size // len(pattern) + 1))[:size]
+
+
+def run_client(cmd: list[str], deadline: Deadline, what: str, stdout=subprocess.DEVNULL) -> float:
+    """Run a client to completion; its wall time in seconds."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, stdout=stdout, stderr=subprocess.PIPE,
+                              timeout=deadline.left(), check=False)
+    except subprocess.TimeoutExpired:
+        raise BenchTimeout(f"{what} did not finish in time") from None
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{what} failed ({done.returncode}): "
+                           f"{done.stderr.decode(errors='replace')[-2000:]}")
+    return elapsed
+
+
+def kafka_args(config: dict[str, str]) -> list[str]:
+    return [arg for key, value in config.items() for arg in ("-X", f"{key}={value}")]
+
+
+# ------------------------------------------------------------------ redis
+
+
+class RedisPeer:
+    def __init__(self, root: Path, deadline: Deadline):
+        import redis
+
+        self.dir = root / "redis"
+        self.dir.mkdir()
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", str(self.dir), "--appendonly", "yes", "--appendfsync", "everysec",
+             "--save", "", "--logfile", str(self.dir / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )
+        self.client = redis.Redis(port=self.port)
+        while True:
+            deadline.check()
+            try:
+                if self.client.ping():
+                    break
+            except redis.ConnectionError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("redis-server exited at start") from None
+                time.sleep(0.02)
+
+    def streams(self, case: Case) -> list[str]:
+        if case.partitions == 1:
+            return [case.key]
+        # redis-benchmark expands __rand_int__ to 12 digits in [0, -r).
+        return [f"{case.key}:{i:012d}" for i in range(case.partitions)]
+
+    def produce(self, case: Case, deadline: Deadline) -> tuple[float, float]:
+        cmd = ["redis-benchmark", "-p", str(self.port), "-c", "1", "-P",
+               str(REDIS_XADD_PIPELINE), "-n", str(case.records)]
+        if case.partitions > 1:
+            cmd += ["-r", str(case.partitions), "XADD", f"{case.key}:__rand_int__"]
+        else:
+            cmd += ["XADD", case.key]
+        cmd += ["*", "f", value_bytes(case.value_size).decode()]
+        cpu = cpu_seconds(self.proc.pid)
+        elapsed = run_client(cmd, deadline, "redis-benchmark XADD")
+        cpu = cpu_seconds(self.proc.pid) - cpu
+        stored = sum(self.client.xlen(s) for s in self.streams(case))
+        if stored != case.records:
+            raise RuntimeError(f"redis holds {stored} entries, expected {case.records}")
+        return elapsed, cpu
+
+    def consume(self, case: Case, deadline: Deadline) -> tuple[float, float]:
+        streams = self.streams(case)
+        longest = max(self.client.xlen(s) for s in streams)
+        for s in streams:
+            self.client.xgroup_create(s, "g", id="0")
+        commands = math.ceil(longest / REDIS_READ_COUNT)
+        commands = math.ceil(commands / REDIS_READ_PIPELINE) * REDIS_READ_PIPELINE
+        cmd = ["redis-benchmark", "-p", str(self.port), "-c", "1", "-P",
+               str(REDIS_READ_PIPELINE), "-n", str(commands), "XREADGROUP", "GROUP", "g", "c",
+               "NOACK", "COUNT", str(REDIS_READ_COUNT), "STREAMS", *streams,
+               *([">"] * len(streams))]
+        cpu = cpu_seconds(self.proc.pid)
+        elapsed = run_client(cmd, deadline, "redis-benchmark XREADGROUP")
+        cpu = cpu_seconds(self.proc.pid) - cpu
+        for s in streams:
+            (group,) = self.client.xinfo_groups(s)
+            if group.get("lag") != 0 or group.get("entries-read") != self.client.xlen(s):
+                raise RuntimeError(f"XREADGROUP did not read all of {s}: {group}")
+        return elapsed, cpu
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ------------------------------------------------------------------ slog
+
+
+class SlogPeer:
+    def __init__(self, root: Path, deadline: Deadline):
+        self.dir = root / "slog"
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.info = start_daemon(1, self.dir, self.bootstrap,
+                                 timeout_s=min(30.0, deadline.left()))
+        self.pid = self.info.pid
+
+    def create_topics(self, names: dict[str, int], deadline: Deadline) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        futures = admin.create_topics([NewTopic(n, p, 1) for n, p in names.items()],
+                                      operation_timeout=10)
+        for future in futures.values():
+            future.result(timeout=deadline.left())
+        # Wait until every partition has a leader in the broker's metadata.
+        while True:
+            meta = admin.list_topics(timeout=deadline.left())
+            ready = all(
+                name in meta.topics and len(meta.topics[name].partitions) == parts
+                and all(p.leader >= 0 for p in meta.topics[name].partitions.values())
+                for name, parts in names.items()
+            )
+            if ready:
+                return
+            time.sleep(0.05)
+
+    def stored(self, topic: str, partitions: int, deadline: Deadline) -> int:
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-check",
+                             "log_level": 3})
+        try:
+            total = 0
+            for p in range(partitions):
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(topic, p), timeout=deadline.left())
+                if low != 0:
+                    raise RuntimeError(f"{topic}-{p} starts at offset {low}, not 0")
+                total += high
+            return total
+        finally:
+            consumer.close()
+
+    # kcat ------------------------------------------------------------------
+    def produce_kcat(self, topic: str, case: Case, values: Path, deadline: Deadline) -> float:
+        cmd = ["kcat", "-P", "-b", self.bootstrap, "-t", topic, "-l", str(values),
+               *kafka_args(PRODUCER_CONFIG)]
+        return run_client(cmd, deadline, "kcat -P")
+
+    def consume_kcat(self, topic: str, case: Case, deadline: Deadline) -> float:
+        # -o 0: the topic is new, so offset 0 is its beginning (stored() checked).
+        # -c N: exit after N records (a lost record makes it hit the time limit).
+        cmd = ["kcat", "-C", "-b", self.bootstrap, "-t", topic, "-o", "0", "-q",
+               "-c", str(case.records), *kafka_args(CONSUMER_CONFIG)]
+        return run_client(cmd, deadline, "kcat -C")
+
+    # confluent-kafka -----------------------------------------------------
+    def produce_python(self, topic: str, case: Case, deadline: Deadline) -> float:
+        from confluent_kafka import KafkaException, Producer
+
+        errors: list[str] = []
+        producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER_CONFIG,
+                             "log_level": 3, "error_cb": lambda err: errors.append(str(err))})
+        value = value_bytes(case.value_size)
+        produce, poll = producer.produce, producer.poll
+        start = time.perf_counter()
+        for i in range(case.records):
+            try:
+                produce(topic, value)
+            except BufferError:
+                poll(0.005)
+                produce(topic, value)
+            if not i & 0xFFFF:
+                deadline.check()
+        while producer.flush(min(1.0, deadline.left())):
+            pass
+        elapsed = time.perf_counter() - start
+        if errors:
+            raise KafkaException(f"producer errors: {errors[:5]}")
+        return elapsed
+
+    def consume_python(self, topic: str, case: Case, deadline: Deadline) -> float:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench",
+                             "enable.auto.commit": False, "log_level": 3, **CONSUMER_CONFIG,
+                             **PYTHON_CONSUMER_EXTRA})
+        try:
+            start = time.perf_counter()
+            # The topic is new, so its beginning is offset 0; an absolute offset
+            # spares librdkafka a ListOffsets round (which it first tries before
+            # the leader connection is up, then retries 500 ms later).
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(case.partitions)])
+            seen = 0
+            while seen < case.records:
+                deadline.check()
+                # consume() waits until it has num_messages or the timeout passed.
+                messages = consumer.consume(min(100_000, case.records - seen), 0.1)
+                for message in messages:
+                    if message.error() is not None:
+                        raise KafkaException(message.error())
+                seen += len(messages)
+            elapsed = time.perf_counter() - start
+        finally:
+            consumer.close()
+        if seen != case.records:
+            raise RuntimeError(f"consumed {seen} records, expected {case.records}")
+        return elapsed
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            stop_daemon(1, self.dir, timeout_s=30)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, 0)
+            os.kill(self.pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------ runs
+
+
+@contextlib.contextmanager
+def stopping(peer) -> Iterator:
+    try:
+        yield peer
+    finally:
+        peer.stop()
+
+
+def run_once(cases: list[Case], clients: list[str], root: Path, files: dict[int, Path],
+             results: dict[tuple[str, str], Measure], memories: dict[str, list[RunMemory]],
+             deadline: Deadline) -> None:
+    with stopping(RedisPeer(root, deadline)) as redis_peer:
+        for case in cases:
+            m = results.setdefault(("redis", case.key), Measure())
+            elapsed, cpu = redis_peer.produce(case, deadline)
+            m.produce_s.append(elapsed)
+            m.server_cpu_produce.append(cpu)
+            elapsed, cpu = redis_peer.consume(case, deadline)
+            m.consume_s.append(elapsed)
+            m.server_cpu_consume.append(cpu)
+            print(f"  redis  {case.name:<24} XADD {case.records / m.produce_s[-1]:>12,.0f} rec/s"
+                  f"   XREADGROUP {case.records / m.consume_s[-1]:>12,.0f} rec/s", flush=True)
+        memories.setdefault("redis", []).append(memory(redis_peer.proc.pid))
+    shutil.rmtree(root / "redis", ignore_errors=True)
+
+    with stopping(SlogPeer(root, deadline)) as slog:
+        topics = {f"{client}-{case.key}": case.partitions for client in clients for case in cases}
+        slog.create_topics(topics, deadline)
+        for case in cases:
+            for client in clients:
+                topic = f"{client}-{case.key}"
+                m = results.setdefault((client, case.key), Measure())
+                cpu = cpu_seconds(slog.pid)
+                if client == "kcat":
+                    elapsed = slog.produce_kcat(topic, case, files[case.value_size], deadline)
+                else:
+                    elapsed = slog.produce_python(topic, case, deadline)
+                m.produce_s.append(elapsed)
+                m.server_cpu_produce.append(cpu_seconds(slog.pid) - cpu)
+                stored = slog.stored(topic, case.partitions, deadline)
+                if stored != case.records:
+                    raise RuntimeError(f"{topic}: broker holds {stored} records, "
+                                       f"expected {case.records}")
+                cpu = cpu_seconds(slog.pid)
+                if client == "kcat":
+                    elapsed = slog.consume_kcat(topic, case, deadline)
+                else:
+                    elapsed = slog.consume_python(topic, case, deadline)
+                m.consume_s.append(elapsed)
+                m.server_cpu_consume.append(cpu_seconds(slog.pid) - cpu)
+                print(f"  {client:<6} {case.name:<24} produce "
+                      f"{case.records / m.produce_s[-1]:>9,.0f} rec/s   consume "
+                      f"{case.records / m.consume_s[-1]:>12,.0f} rec/s", flush=True)
+        memories.setdefault("slog", []).append(memory(slog.pid))
+    shutil.rmtree(root / "slog", ignore_errors=True)
+
+
+def write_value_files(root: Path, cases: list[Case]) -> dict[int, Path]:
+    files = {}
+    for size in sorted({c.value_size for c in cases}):
+        count = max(c.records for c in cases if c.value_size == size)
+        path = root / f"values-{size}.txt"
+        line = value_bytes(size) + b"\n"
+        with open(path, "wb") as f:
+            chunk = line * max(1, (1 << 20) // len(line))
+            per_chunk = len(chunk) // len(line)
+            for _ in range(count // per_chunk):
+                f.write(chunk)
+            f.write(line * (count % per_chunk))
+        files[size] = path
+    return files
+
+
+# ------------------------------------------------------------------ report
+
+
+def _rate(case: Case, seconds: list[float]) -> tuple[float, float]:
+    s = statistics.median(seconds)
+    return case.records / s, case.payload_bytes / s / 1e6
+
+
+def _busy(cpu: list[float], seconds: list[float]) -> str:
+    """Server CPU time over wall time of a phase: near 100% = the server is the limit."""
+    return f"{100 * statistics.median(c / s for c, s in zip(cpu, seconds, strict=True)):.0f}%"
+
+
+def report(cases: list[Case], clients: list[str], results: dict[tuple[str, str], Measure],
+           memories: dict[str, list[RunMemory]], runs: int) -> bool:
+    print(f"\nmedians of {runs} run(s); MB = 10^6 bytes of record values; "
+          "ratio = slog / redis records/s")
+    print("producer: " + ", ".join(f"{k}={v}" for k, v in PRODUCER_CONFIG.items()))
+    print("consumer: " + ", ".join(f"{k}={v}" for k, v in CONSUMER_CONFIG.items())
+          + " (python also " + ", ".join(f"{k}={v}" for k, v in PYTHON_CONSUMER_EXTRA.items())
+          + ")")
+    print(f"redis: XADD -c 1 -P {REDIS_XADD_PIPELINE}; XREADGROUP NOACK COUNT "
+          f"{REDIS_READ_COUNT} -c 1 -P {REDIS_READ_PIPELINE}; appendonly yes, everysec\n")
+    head = (f"{'workload':<24} {'peer':<8} {'produce/s':>10} {'MB/s':>6} {'ratio':>5} "
+            f"{'busy':>4} {'consume/s':>10} {'MB/s':>6} {'ratio':>5} {'busy':>4} "
+            f"{'CPU s/GB':>8}")
+    print(head)
+    print("-" * len(head))
+    passed = {client: True for client in clients}
+    for case in cases:
+        redis = results[("redis", case.key)]
+        r_prod, r_prod_mb = _rate(case, redis.produce_s)
+        r_cons, r_cons_mb = _rate(case, redis.consume_s)
+        gb = case.payload_bytes / 1e9
+        print(f"{case.name:<24} {'redis':<8} {r_prod:>10,.0f} {r_prod_mb:>6.1f} {'':>5} "
+              f"{_busy(redis.server_cpu_produce, redis.produce_s):>4} "
+              f"{r_cons:>10,.0f} {r_cons_mb:>6.1f} {'':>5} "
+              f"{_busy(redis.server_cpu_consume, redis.consume_s):>4} "
+              f"{statistics.median(redis.server_cpu_produce) / gb:>8.1f}")
+        for client in clients:
+            m = results[(client, case.key)]
+            prod, prod_mb = _rate(case, m.produce_s)
+            cons, cons_mb = _rate(case, m.consume_s)
+            pr, cr = prod / r_prod, cons / r_cons
+            passed[client] &= pr >= PRODUCE_TARGET and cr >= CONSUME_TARGET
+            print(f"{'':<24} {'slog/' + client[:2]:<8} {prod:>10,.0f} {prod_mb:>6.1f} "
+                  f"{pr:>5.2f} {_busy(m.server_cpu_produce, m.produce_s):>4} "
+                  f"{cons:>10,.0f} {cons_mb:>6.1f} {cr:>5.2f} "
+                  f"{_busy(m.server_cpu_consume, m.consume_s):>4} "
+                  f"{statistics.median(m.server_cpu_produce) / gb:>8.1f}")
+    produced_gb = sum(c.payload_bytes for c in cases) * len(clients) / 1e9
+    run_cpu = statistics.median(
+        sum(results[(client, case.key)].server_cpu_produce[run]
+            + results[(client, case.key)].server_cpu_consume[run]
+            for client in clients for case in cases)
+        for run in range(runs))
+    print("\nbusy: server CPU (utime+stime from /proc/<pid>/stat, 10 ms ticks) / wall time of "
+          "the phase; near 100% means the server is the bottleneck, low means the client is.")
+    print("CPU s/GB: server CPU during the produce phase per GB of record values "
+          "(slog broker / redis-server).")
+    print(f"slog broker over the whole run (produce + consume): {run_cpu:.2f} CPU s for "
+          f"{produced_gb:.2f} GB produced = {run_cpu / produced_gb:.2f} CPU s/GB")
+    print("slog/kc = librdkafka via kcat (C, as redis-benchmark is); "
+          "slog/py = confluent-kafka from Python")
+    slog_mem = max(memories["slog"], key=lambda m: m.rss)
+    redis_mem = max(memories["redis"], key=lambda m: m.rss)
+    print(f"RSS after the run (worst run): slog broker {slog_mem.rss / 1e6:.0f} MB "
+          f"(anon {slog_mem.anon / 1e6:.0f} MB, file-backed {slog_mem.file / 1e6:.0f} MB), "
+          f"redis-server {redis_mem.rss / 1e6:.0f} MB")
+    rss_ok = slog_mem.rss < RSS_TARGET_MB * 1e6
+    print(f"\ntargets: produce >= {PRODUCE_TARGET}x and consume >= {CONSUME_TARGET}x redis "
+          "records/s in every workload: "
+          + ", ".join(f"{client} {'PASS' if ok else 'FAIL'}" for client, ok in passed.items())
+          + f"; broker RSS < {RSS_TARGET_MB} MB: {'PASS' if rss_ok else 'FAIL'}")
+    return all(passed.values()) and rss_ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a tenth of the records, one run unless --runs is given")
+    parser.add_argument("--runs", type=int, default=None, help="runs to take medians of (3)")
+    parser.add_argument("--clients", default="kcat,python",
+                        help="slog clients, comma separated: kcat, python")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="stop everything after this many seconds (default 1200, quick 300)")
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dirs")
+    args = parser.parse_args(argv)
+    runs = args.runs or (1 if args.quick else 3)
+    clients = [c.strip() for c in args.clients.split(",") if c.strip()]
+    if not clients or set(clients) - {"kcat", "python"}:
+        parser.error("--clients takes kcat and/or python")
+    for tool in ("redis-server", "redis-benchmark", *(["kcat"] if "kcat" in clients else [])):
+        if shutil.which(tool) is None:
+            parser.error(f"{tool} is not installed")
+    scale = 10 if args.quick else 1
+    cases = [Case(size, count // scale, parts)
+             for size, count in ((100, 1_000_000), (1024, 100_000)) for parts in (1, 6)]
+    deadline = Deadline(args.timeout or (300 if args.quick else 1200))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    root = Path(tempfile.mkdtemp(prefix="slog-broker-bench-", dir=args.dir))
+    results: dict[tuple[str, str], Measure] = {}
+    memories: dict[str, list[RunMemory]] = {}
+    print(f"broker benchmark: {runs} run(s), clients {', '.join(clients)}, temp dir {root}",
+          flush=True)
+    try:
+        files = write_value_files(root, cases) if "kcat" in clients else {}
+        for run in range(runs):
+            print(f"run {run + 1}/{runs}", flush=True)
+            run_root = root / f"run{run}"
+            run_root.mkdir()
+            run_once(cases, clients, run_root, files, results, memories, deadline)
+            shutil.rmtree(run_root, ignore_errors=True)
+    except BenchTimeout as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0 if report(cases, clients, results, memories, runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
