@@ -12,30 +12,34 @@ import os
 import time
 from dataclasses import dataclass
 
+from slog.broker import liveness
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
     BrokerInfo,
     alive_lock_path,
-    known_broker_ids,
     load_or_create_cluster,
     read_broker_info,
     write_broker_info,
 )
 from slog.core.errors import DataDirError
-from slog.core.locks import FileLock, is_locked
+from slog.core.locks import FileLock
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
 from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
-from slog.protocol.apis import ApiSpec
-from slog.replication.controller import Controller
+from slog.protocol.apis import ApiKey, ApiSpec
+from slog.replication.broker_channel import BrokerChannel
+from slog.replication.controller import BrokerStatus, Controller
+from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
 
 log = logging.getLogger("slog.broker")
 
 CONTROLLER_POLL_S = 0.25
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+ALIVE_LOCK_ATTEMPTS = 10  # probes (is_locked) hold the lock for microseconds
 LOG_FLUSH_CHECK_S = 1.0
 # Kafka's log.flush.offset.checkpoint.interval.ms default.
 RECOVERY_CHECKPOINT_INTERVAL_S = 60.0
@@ -67,23 +71,37 @@ class Broker:
         self.info: BrokerInfo | None = None
         self.api_table: tuple[ApiSpec, ...] = ()
         self._tasks: list[asyncio.Task[None]] = []
+        self._controller_channel: BrokerChannel | None = None
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
         """Everything before listening: locks, recovery, metadata replay."""
         ensure_data_dir(self.layout.root)
         self.cluster_id = load_or_create_cluster(self.layout).cluster_id
-        if not self._alive_lock.try_acquire():
+        if not self._acquire_alive_lock():
             other = read_broker_info(self.layout, self.broker_id)
             owner = f" (pid {other.pid}, port {other.port})" if other else ""
             raise DataDirError(
                 f"broker {self.broker_id} is already running on {self.layout.root}{owner}; "
                 f"stop it with `slog broker stop --id {self.broker_id}` first"
             )
+        # The previous run's broker.json names a dead pid and maybe another port:
+        # the controller must not register this run until publish() rewrites it.
+        (self.layout.broker_dir(self.broker_id) / "broker.json").unlink(missing_ok=True)
+        liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        liveness.beat(self.layout, self.broker_id)
         default_log_config = LogConfig.from_topic_configs(self.config.topic_values({}))
         self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
         self.log_manager.load()
         self.replicas = ReplicaManager(self.config, self.log_manager)
+
+    def _acquire_alive_lock(self) -> bool:
+        """Take alive.lock, allowing for liveness probes that hold it for an instant."""
+        for _ in range(ALIVE_LOCK_ATTEMPTS):
+            if self._alive_lock.try_acquire():
+                return True
+            time.sleep(0.02)
+        return False
 
     def publish(self, port: int) -> None:
         """Write broker.json once the listener's port is known."""
@@ -115,15 +133,17 @@ class Broker:
         return True
 
     def register_live_brokers(self) -> None:
-        """Controller: (re)register brokers whose alive.lock is held, fence the rest."""
+        """Controller: register healthy brokers, fence dead/paused ones, drain stopping ones."""
         assert self.controller is not None
-        for broker_id in known_broker_ids(self.layout):
-            info = read_broker_info(self.layout, broker_id)
-            if info is None:
-                continue
-            lock = alive_lock_path(self.layout, broker_id)
-            if broker_id == self.broker_id or is_locked(lock):
-                self.controller.register_broker(broker_id, info.host, info.port, info.incarnation)
+        timeout_s = self.config.get_int("broker.session.timeout.ms") / 1000
+        statuses = []
+        for seen in liveness.observe_all(self.layout, me=self.broker_id):
+            if seen.info is None:
+                continue  # never finished starting: nothing to register or fence
+            statuses.append(BrokerStatus(
+                seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
+                healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down))
+        self.controller.sync_liveness(statuses)
 
     async def _controller_loop(self) -> None:
         while True:
@@ -133,6 +153,43 @@ class Broker:
             except Exception:  # never let a bad tick kill the broker
                 log.exception("controller tick failed")
             await asyncio.sleep(CONTROLLER_POLL_S)
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                liveness.beat(self.layout, self.broker_id)
+            except OSError as exc:
+                log.warning("cannot write heartbeat: %s", exc)
+            await asyncio.sleep(liveness.HEARTBEAT_INTERVAL_S)
+
+    async def alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """Send a leader's ISR proposal to the controller (AlterPartition)."""
+        assert partition.state is not None
+        state = partition.state
+        if self.controller is not None:
+            self.controller.alter_partition(self.broker_id, state.topic, state.partition,
+                                            state.leader_epoch, state.partition_epoch, isr)
+            return
+        controller = self.image.brokers.get(self.image.controller_id)
+        if controller is None:
+            raise ConnectionError("no controller is known yet")
+        address = (controller.host, controller.port)
+        if self._controller_channel is None or \
+                (self._controller_channel.host, self._controller_channel.port) != address:
+            if self._controller_channel is not None:
+                self._controller_channel.close()
+            self._controller_channel = BrokerChannel(*address,
+                                                     client_id=f"broker-{self.broker_id}")
+        topic_id = self.image.topics[state.topic].topic_id
+        response = await self._controller_channel.request(ApiKey.ALTER_PARTITION, 2, {
+            "broker_id": self.broker_id, "broker_epoch": -1, "topics": [{
+                "topic_id": topic_id, "partitions": [{
+                    "partition_index": state.partition, "leader_epoch": state.leader_epoch,
+                    "new_isr": list(isr), "leader_recovery_state": 0,
+                    "partition_epoch": state.partition_epoch}]}]})
+        errors = [p.error_code for t in response.topics for p in t.partitions]
+        if response.error_code or any(errors):
+            raise ConnectionError(f"controller refused: {response.error_code} {errors}")
 
     async def _metadata_loop(self) -> None:
         interval = self.config.get_int("metadata.poll.interval.ms") / 1000
@@ -167,8 +224,35 @@ class Broker:
                 log.exception("log maintenance failed")
 
     def start_background_tasks(self) -> None:
-        for loop_fn in (self._controller_loop, self._metadata_loop, self._log_maintenance_loop):
-            self._tasks.append(asyncio.create_task(loop_fn(), name=loop_fn.__name__))
+        assert self.replicas is not None
+        loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
+                 self._heartbeat_loop(), self.replicas.maintain_isr(self.alter_isr)]
+        for coroutine in loops:
+            task = asyncio.create_task(coroutine)
+            task.add_done_callback(_report_crash)
+            self._tasks.append(task)
+
+    # -- controlled shutdown ------------------------------------------------------------
+    async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
+        """Hand leadership to other in-sync replicas before stopping, as Kafka does."""
+        assert self.replicas is not None
+        liveness.shutdown_marker(self.layout, self.broker_id).touch(mode=0o600)
+        await self.replicas.fetchers.shutdown()  # don't rejoin ISRs while draining
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.controller is not None:
+                self.controller.shutting_down.add(self.broker_id)
+                self.controller.controlled_shutdown(self.broker_id)
+            self.poll_metadata()
+            if not self._leads_replicated_partitions():
+                return
+            await asyncio.sleep(CONTROLLER_POLL_S)
+        log.warning("controlled shutdown timed out; stopping while still leading")
+
+    def _leads_replicated_partitions(self) -> bool:
+        live = {b.broker_id for b in self.image.live_brokers()} - {self.broker_id}
+        return any(p.leader == self.broker_id and set(p.isr) & live
+                   for p in self.image.all_partitions())
 
     # -- shutdown ---------------------------------------------------------------------
     async def close(self) -> None:
@@ -176,9 +260,18 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.replicas is not None:
-            self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
+            await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
+        if self._controller_channel is not None:
+            self._controller_channel.close()
+        liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()
         self._alive_lock.release()
         log.info("broker %d stopped cleanly", self.broker_id)
+
+
+def _report_crash(task: asyncio.Task[None]) -> None:
+    """A background loop must never die silently."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task %s died", task.get_name(), exc_info=task.exception())

@@ -69,7 +69,7 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
         if proc.poll() is not None:
             raise BrokerStartError(
                 f"broker {broker_id} exited with code {proc.returncode}:\n"
-                f"{_tail(log_path)}"
+                f"{tail_log(log_path)}"
             )
         info = read_broker_info(layout, broker_id)
         if info is not None and info.pid == proc.pid and _port_open(info.host, info.port):
@@ -77,7 +77,7 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
         time.sleep(0.02)
     proc.terminate()
     raise BrokerStartError(f"broker {broker_id} did not start within {timeout_s:.0f}s:\n"
-                           f"{_tail(log_path)}")
+                           f"{tail_log(log_path)}")
 
 
 def stop_daemon(broker_id: int, data_dir: Path, timeout_s: float = 30.0,
@@ -99,7 +99,7 @@ def stop_daemon(broker_id: int, data_dir: Path, timeout_s: float = 30.0,
     raise BrokerStartError(f"broker {broker_id} (pid {info.pid}) did not stop in {timeout_s}s")
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def tail_log(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:

@@ -43,6 +43,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     try:
         await stop.wait()
         log.info("shutting down broker %d", config.broker_id)
+        await broker.controlled_shutdown()
     finally:
         await server.stop()
         await broker.close()

@@ -71,6 +71,7 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    ALTER_PARTITION = 56
 
 
 class ApiSpec(NamedTuple):
@@ -143,6 +144,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.SASL_AUTHENTICATE, 0, 2),
     # kio: 0-2. v2 adds broker-type filtering for controllers (KIP-919).
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic
+    # ids); v3 adds broker epochs per ISR member, which slog does not track.
+    (ApiKey.ALTER_PARTITION, 2, 2),
 )
 
 

@@ -898,6 +898,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (_top_level, False),
     ApiKey.OFFSET_DELETE: (_top_level, False),
     ApiKey.DESCRIBE_CLUSTER: (_top_level, False),
+    ApiKey.ALTER_PARTITION: (_top_level, False),
 }
 
 

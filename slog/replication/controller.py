@@ -20,6 +20,7 @@ from slog.core.errors import InvalidTopicError
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
+from slog.replication import elections
 from slog.replication.placement import PlacementError, assign_replicas
 
 log = logging.getLogger("slog.controller")
@@ -56,6 +57,18 @@ class CreatedTopic:
     configs: dict[str, str]
 
 
+@dataclass(frozen=True)
+class BrokerStatus:
+    """What the controller's liveness probe saw of one broker."""
+
+    broker_id: int
+    host: str
+    port: int
+    incarnation: str
+    healthy: bool
+    shutting_down: bool
+
+
 class Controller:
     def __init__(
         self,
@@ -69,6 +82,7 @@ class Controller:
         self._image = image  # the broker's live image, refreshed by on_write
         self._on_write = on_write
         self.epoch = 0
+        self.shutting_down: set[int] = set()  # may not rejoin an ISR until they restart
 
     @property
     def image(self) -> MetadataImage:
@@ -89,13 +103,171 @@ class Controller:
         return self.epoch
 
     def register_broker(self, broker_id: int, host: str, port: int, incarnation: str) -> None:
+        """A live broker (re)joins. A new incarnation first loses its ISR places:
+        it restarted, so what it had not flushed may be gone."""
         current = self.image.brokers.get(broker_id)
         if current and (current.host, current.port, current.incarnation, current.fenced) == (
             host, port, incarnation, False
         ):
             return
+        if current is not None and not current.fenced and current.incarnation != incarnation:
+            self.fence_broker(broker_id, "restarted")
         self._write([{"type": "broker", "broker_id": broker_id, "host": host, "port": port,
                       "incarnation": incarnation, "fenced": False}])
+        self.elect_offline_partitions()
+
+    def sync_liveness(self, brokers: Sequence[BrokerStatus]) -> None:
+        """Register healthy brokers, fence dead or paused ones, drain stopping ones."""
+        for status in brokers:
+            current = self.image.brokers.get(status.broker_id)
+            if not status.healthy:
+                if current is not None and not current.fenced:
+                    self.fence_broker(status.broker_id, "not alive")
+                continue
+            if status.shutting_down:
+                self.shutting_down.add(status.broker_id)
+                if current is not None and not current.fenced:
+                    self.controlled_shutdown(status.broker_id)
+                continue
+            self.shutting_down.discard(status.broker_id)
+            self.register_broker(status.broker_id, status.host, status.port, status.incarnation)
+        self.elect_offline_partitions()
+
+    def fence_broker(self, broker_id: int, reason: str) -> None:
+        """Take a dead or paused broker out of every ISR and move its leaderships."""
+        current = self.image.brokers.get(broker_id)
+        if current is None or current.fenced:
+            return
+        live = set(self._live_broker_ids()) - {broker_id}
+        records: list[Record] = [{"type": "broker_fence", "broker_id": broker_id, "fenced": True}]
+        for state in self.image.partitions_of(broker_id):
+            changed = elections.on_broker_fenced(state, broker_id, live,
+                                                 self._unclean_allowed(state.topic))
+            if changed is not None:
+                records.append(changed.to_record())
+                self._log_change(state, changed)
+        log.warning("fencing broker %d (%s); %d partition(s) change", broker_id, reason,
+                    len(records) - 1)
+        self._write(records)
+
+    def elect_offline_partitions(self) -> int:
+        """Give leaderless partitions a leader where Kafka's rules allow one."""
+        live = set(self._live_broker_ids())
+        records = []
+        for state in self.image.all_partitions():
+            changed = elections.elect_offline(state, live, self._unclean_allowed(state.topic))
+            if changed is not None:
+                records.append(changed.to_record())
+                self._log_change(state, changed)
+        if records:
+            self._write(records)
+        return len(records)
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        image = self.image.topics.get(topic)
+        overrides = image.configs if image else {}
+        return self.config.topic_values(overrides)["unclean.leader.election.enable"] == "true"
+
+    @staticmethod
+    def _log_change(before: PartitionState, after: PartitionState) -> None:
+        if after.leader != before.leader:
+            lost = " (unclean: records only the old ISR had are lost)" \
+                if after.leader not in before.isr and after.leader != NO_LEADER else ""
+            log.warning("%s-%d leader %d -> %d at epoch %d, isr %s%s", after.topic,
+                        after.partition, before.leader, after.leader, after.leader_epoch,
+                        list(after.isr), lost)
+        elif after.isr != before.isr:
+            log.info("%s-%d isr %s -> %s", after.topic, after.partition, list(before.isr),
+                     list(after.isr))
+
+    # -- partition changes requested by leaders and admins ----------------------------
+    def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: Sequence[int]) -> PartitionState:
+        """A leader's ISR change (Kafka's AlterPartition), checked against current state."""
+        state = self.image.partition(topic, partition)
+        if state is None:
+            raise ControllerError("unknown_topic_or_partition", f"{topic}-{partition} is gone")
+        if state.leader != broker_id or leader_epoch != state.leader_epoch:
+            raise ControllerError("fenced_leader_epoch",
+                                  f"{topic}-{partition}: broker {broker_id} at epoch "
+                                  f"{leader_epoch} is not the leader (epoch "
+                                  f"{state.leader_epoch})")
+        if partition_epoch != state.partition_epoch:
+            raise ControllerError("invalid_update_version",
+                                  f"{topic}-{partition}: partition epoch {partition_epoch} is "
+                                  f"stale ({state.partition_epoch})")
+        isr = tuple(dict.fromkeys(new_isr))
+        live = set(self._live_broker_ids())
+        if broker_id not in isr or not set(isr) <= set(state.replicas):
+            raise ControllerError("invalid_request", f"ISR {list(isr)} is not a replica subset "
+                                  "that includes the leader")
+        added = set(isr) - set(state.isr)
+        if not added <= live - self.shutting_down:
+            raise ControllerError("ineligible_replica",
+                                  f"fenced brokers {sorted(added - live)} cannot join the ISR")
+        changed = elections.with_isr(state, isr)
+        if changed is None:
+            return state
+        self._log_change(state, changed)
+        self._write([changed.to_record()])
+        return changed
+
+    def elect_leaders(self, preferred: bool, partitions: Sequence[tuple[str, int]] | None
+                      ) -> dict[tuple[str, int], ControllerError | None]:
+        """ElectLeaders: preferred (back to the first replica) or unclean (offline only)."""
+        live = set(self._live_broker_ids())
+        targets = [(p.topic, p.partition) for p in self.image.all_partitions()] \
+            if partitions is None else list(partitions)
+        outcome: dict[tuple[str, int], ControllerError | None] = {}
+        records = []
+        for topic, number in targets:
+            state = self.image.partition(topic, number)
+            if state is None:
+                outcome[(topic, number)] = ControllerError(
+                    "unknown_topic_or_partition", f"{topic}-{number} does not exist")
+                continue
+            changed = elections.preferred_election(state, live) if preferred else \
+                (elections.unclean_election(state, live) if state.is_offline or
+                 state.leader not in live else None)
+            if changed is None:
+                outcome[(topic, number)] = self._why_no_election(state, live, preferred)
+                continue
+            outcome[(topic, number)] = None
+            records.append(changed.to_record())
+            self._log_change(state, changed)
+        if records:
+            self._write(records)
+        return outcome
+
+    @staticmethod
+    def _why_no_election(state: PartitionState, live: set[int], preferred: bool
+                         ) -> ControllerError:
+        if preferred and state.leader == state.preferred_leader:
+            return ControllerError("election_not_needed", "the preferred replica already leads")
+        if not preferred and state.leader in live:
+            return ControllerError("election_not_needed", "the partition has a live leader")
+        if preferred:
+            return ControllerError("preferred_leader_not_available",
+                                   f"replica {state.preferred_leader} is not alive and in sync")
+        return ControllerError("eligible_leaders_not_available", "no replica is alive")
+
+    def controlled_shutdown(self, broker_id: int) -> int:
+        """Move leaderships and ISR places off a broker that is stopping.
+
+        Returns how many partitions it still leads (nowhere else to go)."""
+        live = set(self._live_broker_ids())
+        records = []
+        remaining = 0
+        for state in self.image.partitions_of(broker_id):
+            changed = elections.controlled_shutdown(state, broker_id, live)
+            if changed is not None:
+                records.append(changed.to_record())
+                self._log_change(state, changed)
+            elif state.leader == broker_id:
+                remaining += 1
+        if records:
+            self._write(records)
+        return remaining
 
     # -- topics -------------------------------------------------------------------
     def _live_broker_ids(self) -> list[int]:

@@ -1,18 +1,24 @@
 """One partition replica on this broker: its log plus Kafka's replica state.
 
-The leader owns the high watermark. HW = min LEO over the ISR, where the
-leader's own LEO counts and followers report theirs through their fetch
-offsets. With a single replica the ISR is the leader alone, so the HW follows
-the LEO on every append.
+Leader side: the leader owns the high watermark, HW = min LEO over the ISR
+(its own LEO included; followers report theirs through their fetch offsets).
+acks=all produce requests wait here until the HW passes their last offset.
+A follower is in sync while it has caught up with the leader's LEO within
+``replica.lag.time.max.ms``; the leader proposes ISR changes, the controller
+decides them.
+
+Follower side: records arrive from the leader with their offsets and leader
+epochs already set; the HW is the leader's, capped at our own LEO.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 
 from slog.core import batch
-from slog.core.log import FetchSlice, PartitionLog
+from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
 
@@ -25,15 +31,22 @@ class ReplicaError(Exception):
         self.code = code
 
 
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
 @dataclass
 class FollowerState:
-    log_end_offset: int = 0
-    last_caught_up_ms: float = field(default_factory=lambda: time.monotonic() * 1000)
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: float = field(default_factory=_now_ms)
+    last_fetch_ms: float = 0.0
+    leader_leo_at_last_fetch: int = 0
 
 
 @dataclass(frozen=True)
 class AppendResult:
     base_offset: int
+    last_offset: int
     log_append_time: int
     log_start_offset: int
     duplicate: bool = False
@@ -49,9 +62,12 @@ class Partition:
         self.high_watermark = 0
         self.producers = ProducerStateManager()
         self.followers: dict[int, FollowerState] = {}
+        self.needs_truncation = False  # a new follower epoch: ask the leader where to cut
+        self.isr_change_in_flight = False
+        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._rebuild_producer_state()
 
-    # -- role ---------------------------------------------------------------
+    # -- role ------------------------------------------------------------------------
     @property
     def leader_id(self) -> int:
         return self.state.leader if self.state else NO_LEADER
@@ -69,24 +85,31 @@ class Partition:
         return self.state.isr if self.state else ()
 
     def become_leader(self, state: PartitionState) -> None:
-        """Take leadership at ``state.leader_epoch``; new epochs start at our LEO."""
+        """Take leadership at ``state.leader_epoch``; a new epoch starts at our LEO."""
         newly = not self.is_leader or self.leader_epoch != state.leader_epoch
         self.state = state
+        self.isr_change_in_flight = False
         if newly:
             self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
-            now = time.monotonic() * 1000
-            self.followers = {
-                r: FollowerState(log_end_offset=0, last_caught_up_ms=now)
-                for r in state.replicas
-                if r != self.broker_id
-            }
+            self.followers = {r: FollowerState() for r in state.replicas if r != self.broker_id}
+        else:
+            for replica in state.replicas:
+                if replica != self.broker_id:
+                    self.followers.setdefault(replica, FollowerState())
         self._maybe_advance_high_watermark()
 
     def become_follower(self, state: PartitionState) -> None:
+        new_epoch = self.state is None or self.is_leader or \
+            state.leader_epoch != self.leader_epoch
         self.state = state
         self.followers = {}
+        self.isr_change_in_flight = False
+        if new_epoch:
+            self.needs_truncation = True
+            self._fail_waiters("not_leader_or_follower",
+                               f"{self.topic}-{self.partition}: leadership moved")
 
-    # -- leader data path ----------------------------------------------------
+    # -- leader data path ----------------------------------------------------------------
     def append_as_leader(
         self, records: bytes | memoryview, *, required_acks: int, min_insync_replicas: int
     ) -> AppendResult:
@@ -103,7 +126,8 @@ class Partition:
         header = batch.parse_header(records, 0)
         verdict, previous = self.producers.check(header)
         if verdict is SequenceCheck.DUPLICATE and previous is not None:
-            return AppendResult(previous.first_offset, -1, self.log.log_start_offset, True)
+            return AppendResult(previous.first_offset, previous.last_offset, -1,
+                                self.log.log_start_offset, True)
         if verdict is SequenceCheck.OUT_OF_ORDER:
             raise ReplicaError("out_of_order_sequence_number",
                                f"sequence {header.base_sequence} is out of order")
@@ -111,43 +135,134 @@ class Partition:
             raise ReplicaError("invalid_producer_epoch",
                                f"producer epoch {header.producer_epoch} is stale")
         info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
-        for base_offset, appended in info.batches:
-            self.producers.update(appended, base_offset)
+        self._track_producers(info)
         self._maybe_advance_high_watermark()
-        return AppendResult(info.first_offset, info.log_append_time, self.log.log_start_offset)
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
+                            self.log.log_start_offset)
 
-    def read(
-        self, offset: int, max_bytes: int, *, committed_only: bool
-    ) -> FetchSlice:
+    async def wait_for_commit(self, last_offset: int, timeout_s: float,
+                              min_insync_replicas: int) -> None:
+        """acks=all: return once the HW covers ``last_offset``; raise ReplicaError otherwise."""
+        if self.high_watermark > last_offset:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((last_offset, future))
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            if len(self.isr) < min_insync_replicas:
+                raise ReplicaError("not_enough_replicas_after_append",
+                                   f"ISR {list(self.isr)} shrank below min.insync.replicas="
+                                   f"{min_insync_replicas} after the append") from None
+            raise ReplicaError("request_timed_out",
+                               f"replicas did not acknowledge offset {last_offset} in time"
+                               ) from None
+
+    def _fail_waiters(self, code: str, message: str) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for _, future in waiters:
+            if not future.done():
+                future.set_exception(ReplicaError(code, message))
+
+    def read(self, offset: int, max_bytes: int, *, committed_only: bool) -> FetchSlice:
         limit = self.high_watermark if committed_only else None
         return self.log.read(offset, max_bytes, max_offset=limit)
 
-    def update_follower(self, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetching at ``fetch_offset`` has everything below it."""
+    def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
+        """A follower fetching at ``fetch_offset`` has everything below it.
+
+        Caught up means: at the LEO now, or at least at the LEO the leader had
+        when it answered the follower's previous fetch (Kafka's rule).
+        Returns True when the HW moved.
+        """
         follower = self.followers.get(replica_id)
         if follower is None:
-            return
+            return False
+        now = _now_ms()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            follower.last_caught_up_ms = now
+        elif fetch_offset >= follower.leader_leo_at_last_fetch:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
-        if fetch_offset >= self.log.log_end_offset:
-            follower.last_caught_up_ms = time.monotonic() * 1000
-        self._maybe_advance_high_watermark()
+        follower.last_fetch_ms = now
+        follower.leader_leo_at_last_fetch = leo
+        return self._maybe_advance_high_watermark()
 
     def _maybe_advance_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
-        leos = [self.log.log_end_offset]
-        leos += [f.log_end_offset for r, f in self.followers.items() if r in self.isr]
-        candidate = min(leos)
-        if candidate > self.high_watermark:
-            self.high_watermark = candidate
-            return True
-        return False
+        candidate = self.log.log_end_offset
+        for replica in self.isr:
+            if replica != self.broker_id:
+                follower = self.followers.get(replica)
+                candidate = min(candidate, follower.log_end_offset if follower else -1)
+        if candidate <= self.high_watermark:
+            return False
+        self.high_watermark = candidate
+        if self._commit_waiters:
+            waiting = []
+            for last_offset, future in self._commit_waiters:
+                if last_offset < candidate:
+                    if not future.done():
+                        future.set_result(None)
+                else:
+                    waiting.append((last_offset, future))
+            self._commit_waiters = waiting
+        return True
+
+    def wanted_isr(self, lag_max_ms: float) -> tuple[int, ...] | None:
+        """The ISR the leader should propose now (shrink laggards, add caught-up), or None."""
+        if not self.is_leader or self.state is None or self.isr_change_in_flight:
+            return None
+        now = _now_ms()
+        epoch_start = next((e.start_offset for e in self.log.leader_epoch_cache.entries
+                            if e.epoch == self.leader_epoch), 0)
+        isr = []
+        for replica in self.state.replicas:
+            if replica == self.broker_id:
+                isr.append(replica)
+                continue
+            follower = self.followers.get(replica)
+            if follower is None:
+                continue
+            if replica in self.isr:
+                if now - follower.last_caught_up_ms <= lag_max_ms:
+                    isr.append(replica)
+            elif follower.log_end_offset >= max(self.high_watermark, epoch_start) and \
+                    now - follower.last_caught_up_ms <= lag_max_ms:
+                isr.append(replica)
+        wanted = tuple(isr)
+        return None if set(wanted) == set(self.isr) else wanted
+
+    # -- follower data path --------------------------------------------------------------
+    def append_as_follower(self, records: bytes | memoryview, leader_hw: int) -> AppendInfo:
+        info = self.log.append(records, assign_offsets=False)
+        self._track_producers(info)
+        self.set_high_watermark(leader_hw)
+        return info
 
     def set_high_watermark(self, offset: int) -> None:
         """Followers learn the HW from the leader; never beyond their own LEO."""
         self.high_watermark = min(offset, self.log.log_end_offset)
 
-    # -- recovery -------------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        if offset < self.log.log_end_offset:
+            self.log.truncate_to(offset)
+            self._rebuild_producer_state()
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+    def restart_at(self, offset: int) -> None:
+        """Drop the whole local log and continue from ``offset`` (the leader's log start)."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._rebuild_producer_state()
+        self.high_watermark = offset
+
+    def _track_producers(self, info: AppendInfo) -> None:
+        for base_offset, appended in info.batches:
+            self.producers.update(appended, base_offset)
+
+    # -- recovery ------------------------------------------------------------------------
     def _rebuild_producer_state(self) -> None:
         """Replay batch headers (no record decoding) to restore idempotence state."""
         self.producers.truncate()
@@ -163,9 +278,6 @@ class Partition:
                     position = header.next_offset
         self.high_watermark = min(self.high_watermark, end)
 
-    def on_truncated(self) -> None:
-        self._rebuild_producer_state()
-
 
 def iter_headers(view: memoryview) -> list[tuple[int, batch.BatchHeader]]:
     """Headers of the whole batches in a log view, without CRC checks (already stored)."""
@@ -179,4 +291,3 @@ def iter_headers(view: memoryview) -> list[tuple[int, batch.BatchHeader]]:
         found.append((pos, header))
         pos += header.size
     return found
-

@@ -1,8 +1,10 @@
 """ReplicaManager: the partitions this broker hosts, driven by the metadata image.
 
 It turns each new :class:`MetadataImage` into local state changes (create a
-log, become leader or follower, delete a removed topic's files) and serves the
-data path: leader appends and fetches with long-poll wake-ups.
+log, become leader or follower, delete a removed topic's files, start or stop
+following a leader) and serves the data path: leader appends, fetches with
+long-poll wake-ups, and the periodic ISR check whose proposals go to the
+controller.
 """
 
 from __future__ import annotations
@@ -10,17 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 from slog.core.config import BrokerConfig
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
 from slog.core.metadata import MetadataImage, PartitionState
 from slog.replication.partition import Partition
+from slog.replication.replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger("slog.replication")
 
 TopicPartition = tuple[str, int]
+# (partition, proposed ISR) → the controller's verdict, raised as an exception on refusal.
+AlterIsr = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
+LeadershipListener = Callable[[str, int, bool], None]
+ISR_CHECK_INTERVAL_S = 0.25
 
 
 class ReplicaManager:
@@ -31,6 +38,9 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._data_arrived = asyncio.Event()
         self._image: MetadataImage | None = None
+        self.fetchers = ReplicaFetcherManager(self.broker_id, self.notify)
+        # Told (topic, partition, is_leader) whenever this broker's role changes.
+        self.leadership_listeners: list[LeadershipListener] = []
 
     # -- metadata ---------------------------------------------------------------
     def log_config_for(self, topic: str) -> LogConfig:
@@ -55,16 +65,25 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k not in wanted]:
             self._remove(key)
         self._remove_orphan_logs(wanted)
+        follow = {}
         for key, state in wanted.items():
             partition = self.partitions.get(key)
             if partition is None:
                 partition = self._open(key)
             else:
                 partition.log.update_config(self.log_config_for(key[0]))
+            was_leader = partition.is_leader
             if state.leader == self.broker_id:
                 partition.become_leader(state)
             else:
                 partition.become_follower(state)
+                leader = image.brokers.get(state.leader)
+                if leader is not None and not leader.fenced:
+                    follow[key] = (partition, leader.broker_id, (leader.host, leader.port))
+            if was_leader != partition.is_leader:
+                for listener in self.leadership_listeners:
+                    listener(key[0], key[1], partition.is_leader)
+        self.fetchers.assign(follow)
         self.notify()
 
     def _open(self, key: TopicPartition) -> Partition:
@@ -100,6 +119,25 @@ class ReplicaManager:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout_s)
 
-    def shutdown(self) -> None:
+    async def maintain_isr(self, alter: AlterIsr) -> None:
+        """Leaders propose ISR shrinks (laggards) and expansions (caught up), forever."""
+        lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
+        while True:
+            await asyncio.sleep(ISR_CHECK_INTERVAL_S)
+            for partition in list(self.partitions.values()):
+                wanted = partition.wanted_isr(lag_max_ms)
+                if wanted is None:
+                    continue
+                partition.isr_change_in_flight = True
+                try:
+                    await alter(partition, wanted)
+                except Exception as exc:  # the next tick proposes again
+                    log.info("%s-%d: ISR change to %s refused: %s", partition.topic,
+                             partition.partition, list(wanted), exc)
+                finally:
+                    partition.isr_change_in_flight = False
+
+    async def shutdown(self) -> None:
+        await self.fetchers.shutdown()
         self.partitions.clear()
         self.log_manager.shutdown()

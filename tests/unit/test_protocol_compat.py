@@ -84,7 +84,11 @@ def _batch(*values: bytes) -> bytes:
 # --- every advertised version, byte for byte -------------------------------------------
 
 
-@pytest.mark.parametrize(("api_key", "version"), ALL_CASES)
+# kafka-python has no schema for inter-broker-only APIs such as AlterPartition.
+CLIENT_CASES = [(key, version) for key, version in ALL_CASES if (key, "request") in KP]
+
+
+@pytest.mark.parametrize(("api_key", "version"), CLIENT_CASES)
 def test_kafka_python_reencodes_our_requests_identically(api_key: int, version: int) -> None:
     """slog encodes, kafka-python decodes and re-encodes; slog decodes that."""
     kp = KP[(api_key, "request")]
@@ -97,7 +101,7 @@ def test_kafka_python_reencodes_our_requests_identically(api_key: int, version: 
         assert _decode_slog(bytes(theirs)[4:]) == entity
 
 
-@pytest.mark.parametrize(("api_key", "version"), ALL_CASES)
+@pytest.mark.parametrize(("api_key", "version"), CLIENT_CASES)
 def test_kafka_python_reads_our_responses(api_key: int, version: int) -> None:
     """slog encodes a response; kafka-python decodes it and re-encodes the same bytes."""
     kp = KP[(api_key, "response")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -27,8 +28,11 @@ INVALID_RECORD = code("invalid_record")
 
 
 # -- Produce ------------------------------------------------------------------------
-def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int
-            ) -> dict[str, Any]:
+Commit = tuple[dict[str, Any], Partition, int, int]  # result, partition, last offset, min ISR
+
+
+def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
+            commits: list[Commit]) -> dict[str, Any]:
     result: dict[str, Any] = {"index": index, "base_offset": -1, "log_append_time": -1,
                               "log_start_offset": -1}
     replicas = ctx.broker.replicas
@@ -66,12 +70,28 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
         result.update(error_code=NONE, base_offset=appended.base_offset,
                       log_append_time=appended.log_append_time,
                       log_start_offset=appended.log_start_offset)
+        if acks == -1:
+            commits.append((result, partition, appended.last_offset, min_isr))
     return result
+
+
+async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
+    """acks=all: answer only once the ISR has every batch (or say why not)."""
+
+    async def one(result: dict[str, Any], partition: Partition, last: int, min_isr: int
+                  ) -> None:
+        try:
+            await partition.wait_for_commit(last, timeout_s, min_isr)
+        except ReplicaError as exc:
+            result.update(error_code=code(exc.code), error_message=str(exc), base_offset=-1)
+
+    await asyncio.gather(*(one(*commit) for commit in commits))
 
 
 async def produce(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     responses = []
+    commits: list[Commit] = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -80,9 +100,11 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                                    "log_append_time": -1, "log_start_offset": -1,
                                    "error_code": code("invalid_required_acks")})
                 continue
-            partitions.append(_append(ctx, topic.name, data.index, data.records, acks))
+            partitions.append(_append(ctx, topic.name, data.index, data.records, acks, commits))
         responses.append({"name": topic.name, "partition_responses": partitions})
     ctx.broker.replicas.notify()
+    if commits:
+        await _await_commits(commits, millis(request.timeout) / 1000)
     if acks == 0:
         # An acks=0 producer reads no response, so Kafka reports a failed
         # partition by closing the connection (the client then refreshes metadata).
@@ -92,7 +114,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
 
 
 # -- Fetch --------------------------------------------------------------------------
-def _check_leader_epoch(partition: Partition, requested: int) -> int:
+def check_leader_epoch(partition: Partition, requested: int) -> int:
     if requested < 0:
         return NONE
     if requested < partition.leader_epoch:
@@ -115,11 +137,11 @@ def _read_partition(ctx: RequestContext, topic: str, request: Any, budget: int,
     if not partition.is_leader:
         result.error_code = NOT_LEADER
         return result, 0
-    result.error_code = _check_leader_epoch(partition, getattr(request, "current_leader_epoch", -1))
+    result.error_code = check_leader_epoch(partition, getattr(request, "current_leader_epoch", -1))
     if result.error_code != NONE:
         return result, 0
-    if follower >= 0:
-        partition.update_follower(follower, request.fetch_offset)
+    if follower >= 0 and partition.update_follower(follower, request.fetch_offset):
+        ctx.broker.replicas.notify()  # the HW moved: consumers and acks=all may proceed
     try:
         fetched = partition.read(request.fetch_offset, min(budget, request.partition_max_bytes),
                                  committed_only=follower < 0)
@@ -158,11 +180,17 @@ async def fetch(ctx: RequestContext, request: Any) -> Encoded:
         session_error = code("fetch_session_id_not_found")  # slog keeps no fetch sessions
         topics: list[FetchTopicResult] = []
     else:
+        marks = None
         while True:
             topics, total, failed = _gather(ctx, request, follower)
             remaining = deadline - time.monotonic()
             if total >= request.min_bytes or failed or remaining <= 0:
                 break
+            # A follower also wants to hear about a new high watermark promptly.
+            hws = [p.high_watermark for t in topics for p in t.partitions]
+            if follower >= 0 and marks is not None and hws != marks:
+                break
+            marks = hws
             await ctx.broker.replicas.wait_for_data(remaining)
     buffers = encode_fetch_response(
         ctx.header, ctx.version, throttle_ms=0, error_code=session_error, session_id=0,
@@ -183,7 +211,7 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
     if not partition.is_leader:
         result["error_code"] = NOT_LEADER
         return result
-    result["error_code"] = _check_leader_epoch(partition,
+    result["error_code"] = check_leader_epoch(partition,
                                                getattr(request, "current_leader_epoch", -1))
     if result["error_code"] != NONE:
         return result

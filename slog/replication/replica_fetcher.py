@@ -1,0 +1,210 @@
+"""Followers pull from leaders: one fetcher task per leader broker.
+
+A fetcher sends the leader ordinary Fetch requests with its own broker id as
+``replica_id``; the leader answers up to its LEO and learns our LEO from the
+fetch offset. Before a partition's first fetch in a new leader epoch, the
+fetcher asks the leader (OffsetForLeaderEpoch, KIP-101/279) where our latest
+epoch ends on the leader and truncates there, so replicas never diverge the
+way high-watermark truncation allowed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from slog.core.errors import CorruptRecordError, StorageError
+from slog.protocol.apis import ApiKey
+from slog.replication.broker_channel import BrokerChannel
+from slog.replication.partition import Partition
+
+log = logging.getLogger("slog.replication.fetcher")
+
+FETCH_VERSION = 12
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+FETCH_MAX_WAIT_MS = 500  # replica.fetch.wait.max.ms
+PARTITION_FETCH_BYTES = 8 * 1024 * 1024
+RESPONSE_FETCH_BYTES = 64 * 1024 * 1024
+BACKOFF_S = 0.2  # replica.fetch.backoff.ms: after an error, don't spin
+UNDEFINED_EPOCH = -1
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaFetcher:
+    def __init__(self, broker_id: int, leader_id: int, address: tuple[str, int],
+                 on_progress: Callable[[], None]):
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self.address = address
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._on_progress = on_progress
+        self._channel = BrokerChannel(*address, client_id=f"replica-fetcher-{broker_id}")
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher {self.broker_id}<-{self.leader_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        self._channel.close()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            try:
+                await self._truncate_where_needed()
+                progressed = await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+                log.info("fetching from broker %d at %s:%d failed: %s", self.leader_id,
+                         *self.address, exc)
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            except Exception:
+                log.exception("replica fetcher from broker %d failed", self.leader_id)
+                await asyncio.sleep(BACKOFF_S)
+                continue
+            if not progressed:
+                await asyncio.sleep(BACKOFF_S)
+
+    # -- truncation ----------------------------------------------------------------------
+    async def _truncate_where_needed(self) -> None:
+        pending = {k: p for k, p in self.partitions.items() if p.needs_truncation}
+        if not pending:
+            return
+        body = {"replica_id": self.broker_id, "topics": _by_topic(
+            (topic, {"partition": number, "current_leader_epoch": p.leader_epoch,
+                     "leader_epoch": p.log.leader_epoch_cache.latest_epoch})
+            for (topic, number), p in pending.items())}
+        response = await self._channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                                               OFFSET_FOR_LEADER_EPOCH_VERSION, body)
+        for topic in response.topics:
+            for result in topic.partitions:
+                partition = pending.get((topic.topic, result.partition))
+                if partition is None or result.error_code != 0:
+                    continue
+                self._truncate(partition, result.leader_epoch, result.end_offset)
+
+    @staticmethod
+    def _truncate(partition: Partition, leader_epoch: int, end_offset: int) -> None:
+        cache = partition.log.leader_epoch_cache
+        ours = cache.latest_epoch
+        leo = partition.log.log_end_offset
+        if leader_epoch == UNDEFINED_EPOCH or end_offset < 0:
+            target = min(partition.high_watermark, leo)  # no common epoch: HW, as before KIP-101
+        elif leader_epoch == ours:
+            target = min(end_offset, leo)
+        else:
+            # KIP-279: the leader knows an older epoch only; cut where ours of that epoch ends.
+            _, our_end = cache.end_offset_for(leader_epoch, leo)
+            target = min(end_offset, our_end if our_end >= 0 else end_offset, leo)
+        if target < leo:
+            log.warning("%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
+                        partition.topic, partition.partition, leo, target, leader_epoch,
+                        end_offset)
+        partition.truncate_to(target)
+        partition.needs_truncation = False
+
+    # -- fetching ------------------------------------------------------------------------
+    async def _fetch_once(self) -> bool:
+        ready = {k: p for k, p in self.partitions.items() if not p.needs_truncation}
+        if not ready:
+            return False
+        body = {
+            "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
+            "max_bytes": RESPONSE_FETCH_BYTES, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": _by_topic(
+                (topic, {"partition": number, "current_leader_epoch": p.leader_epoch,
+                         "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
+                         "log_start_offset": p.log.log_start_offset,
+                         "partition_max_bytes": PARTITION_FETCH_BYTES})
+                for (topic, number), p in ready.items()),
+        }
+        response = await self._channel.request(ApiKey.FETCH, FETCH_VERSION, body)
+        progressed = response.error_code == 0
+        for topic in response.responses:
+            for result in topic.partitions:
+                partition = ready.get((topic.topic, result.partition_index))
+                if partition is not None and partition is self.partitions.get(
+                        (topic.topic, result.partition_index)):
+                    progressed &= self._apply(partition, result)
+        self._on_progress()
+        return progressed
+
+    def _apply(self, partition: Partition, result: Any) -> bool:
+        code = int(result.error_code)
+        if code == 0:
+            records = result.records
+            try:
+                if records:
+                    partition.append_as_follower(records, result.high_watermark)
+                else:
+                    partition.set_high_watermark(result.high_watermark)
+            except (CorruptRecordError, ValueError, StorageError) as exc:
+                log.error("%s-%d: cannot append what the leader sent: %s", partition.topic,
+                          partition.partition, exc)
+                partition.needs_truncation = True
+                return False
+            return True
+        if code == _OFFSET_OUT_OF_RANGE:
+            if partition.log.log_end_offset < result.log_start_offset:
+                partition.restart_at(result.log_start_offset)  # retention passed us by
+            else:
+                partition.needs_truncation = True
+            return True
+        return False  # not leader / fenced epoch: wait for the metadata to catch up
+
+
+_OFFSET_OUT_OF_RANGE = 1
+
+
+def _by_topic(items: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per-partition request entries grouped into Kafka's topics → partitions shape."""
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for topic, entry in items:
+        grouped.setdefault(topic, []).append(entry)
+    return [{"topic": topic, "partitions": parts} for topic, parts in grouped.items()]
+
+
+class ReplicaFetcherManager:
+    """Keeps one fetcher per leader, each following exactly our follower partitions."""
+
+    def __init__(self, broker_id: int, on_progress: Callable[[], None]):
+        self.broker_id = broker_id
+        self._on_progress = on_progress
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def assign(self, follow: dict[TopicPartition, tuple[Partition, int, tuple[str, int]]]
+               ) -> None:
+        """``follow``: partition key → (partition, leader id, leader address)."""
+        wanted: dict[int, dict[TopicPartition, Partition]] = {}
+        addresses: dict[int, tuple[str, int]] = {}
+        for key, (partition, leader, address) in follow.items():
+            wanted.setdefault(leader, {})[key] = partition
+            addresses[leader] = address
+        for leader in [lid for lid in self.fetchers if lid not in wanted or
+                       self.fetchers[lid].address != addresses.get(lid)]:
+            fetcher = self.fetchers.pop(leader)
+            asyncio.get_running_loop().create_task(fetcher.stop())
+        for leader, partitions in wanted.items():
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                fetcher = ReplicaFetcher(self.broker_id, leader, addresses[leader],
+                                         self._on_progress)
+                self.fetchers[leader] = fetcher
+                fetcher.start()
+            fetcher.partitions = partitions
+
+    async def shutdown(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        await asyncio.gather(*(f.stop() for f in fetchers), return_exceptions=True)
