@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from slog.cli import broker_cmd, consume_cmd, demo, produce_cmd, topic_cmd
+from slog.cli import broker_cmd, cluster_cmd, consume_cmd, demo, produce_cmd, topic_cmd
 
 app = typer.Typer(
     name="slog",
@@ -13,6 +13,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(broker_cmd.app, name="broker")
+app.add_typer(cluster_cmd.app, name="cluster")
 app.add_typer(topic_cmd.app, name="topic")
 app.command(name="produce")(produce_cmd.produce)
 app.command(name="consume")(consume_cmd.consume)

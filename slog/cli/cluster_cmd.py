@@ -1,0 +1,354 @@
+"""``slog cluster up|down|status``: a local cluster of brokers on one data dir."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+
+from slog.cli.broker_cmd import DataDirOption
+from slog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_FAILURE,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    client_errors,
+    default_data_dir,
+    fail,
+)
+from slog.cli.output import OutputFormat, OutputOption, console, print_json, print_table
+
+if TYPE_CHECKING:
+    from slog.cli.cluster_view import ClusterView, DataDirWatcher
+
+app = typer.Typer(help="Start, stop and check a local cluster of brokers.", no_args_is_help=True)
+
+BROKER_COLUMNS = ["id", "address", "pid", "status", "controller"]
+POLL_S = 0.02
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def _root(data_dir: Path | None) -> Path:
+    return (data_dir or default_data_dir()).expanduser().resolve()
+
+
+def _in_parallel(fn: Callable[[T], R], items: Iterable[T]) -> dict[T, R | Exception]:
+    """``fn`` over ``items`` on one thread each; an item's exception becomes its result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = list(items)
+    if not items:
+        return {}
+
+    def call(item: T) -> R | Exception:
+        try:
+            return fn(item)
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        return dict(zip(items, pool.map(call, items), strict=True))
+
+
+class _Progress:
+    """A spinner on stderr when it is a terminal (and not for JSON); silent otherwise."""
+
+    def __init__(self, status: Any | None):
+        self._status = status
+
+    def update(self, message: str) -> None:
+        if self._status is not None:
+            self._status.update(message)
+
+
+@contextmanager
+def _progress(message: str, output: OutputFormat) -> Iterator[_Progress]:
+    if output is OutputFormat.json or not sys.stderr.isatty():
+        yield _Progress(None)
+        return
+    with console(stderr=True).status(message) as status:
+        yield _Progress(status)
+
+
+def _broker_rows(view: ClusterView, extra: dict[int, dict[str, Any]] | None = None
+                 ) -> list[dict[str, Any]]:
+    return [{"id": b.broker_id, "address": b.address, "pid": b.pid, "status": b.status,
+             "controller": "yes" if b.controller else None, **(extra or {}).get(b.broker_id, {})}
+            for b in view.brokers]
+
+
+def _controller_line(view: ClusterView) -> str:
+    if view.controller_id is None:
+        return "controller: none"
+    epoch = f" (epoch {view.controller_epoch})" if view.controller_epoch else ""
+    return f"controller: broker {view.controller_id}{epoch}"
+
+
+# -- up ------------------------------------------------------------------------------------
+
+def _ports_in_use(host: str, ports: Iterable[int]) -> list[int]:
+    import socket
+
+    taken = []
+    for port in ports:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                taken.append(port)
+    return taken
+
+
+def _waiting_for(view: ClusterView, expected: Iterable[int]) -> list[str]:
+    """What still keeps ``expected`` brokers from forming a cluster (empty: ready)."""
+    missing = []
+    if view.controller_id is None:
+        missing.append("a controller")
+    for broker_id in expected:
+        state = view.broker(broker_id)
+        if state is None or not state.serving:
+            missing.append(f"broker {broker_id} ({state.status if state else 'unregistered'})")
+    return missing
+
+
+def _wait_until_ready(watcher: DataDirWatcher, expected: list[int], deadline: float,
+                      progress: _Progress) -> tuple[ClusterView, list[str]]:
+    while True:
+        view = watcher.view()
+        missing = _waiting_for(view, expected)
+        if not missing or time.monotonic() >= deadline:
+            return view, missing
+        progress.update(f"waiting for {', '.join(missing)}")
+        time.sleep(POLL_S)
+
+
+@app.command()
+def up(
+    brokers: Annotated[int, typer.Option("--brokers", "-n", min=1, max=1000,
+                                         help="Number of brokers (ids 1..N).")] = 3,
+    data_dir: DataDirOption = None,
+    base_port: Annotated[int, typer.Option(
+        min=1, max=65535, help="Broker N listens on base-port + N - 1.")] = 9092,
+    host: Annotated[str, typer.Option(help="Address the brokers listen on.")] = "127.0.0.1",
+    config: Annotated[list[str] | None, typer.Option(
+        "--config", "-c", help="Broker setting key=value for every broker (repeatable).")] = None,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds to wait for a healthy cluster.")] = 15.0,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Start brokers 1..N (those not running yet) and wait until they form a cluster.
+
+    Example: slog cluster up --brokers 3 --base-port 9092
+    """
+    from slog.broker.daemon import BrokerStartError, start_daemon
+    from slog.cli.cluster_view import DataDirWatcher
+    from slog.core.config import BrokerConfig, ConfigError, parse_key_values
+    from slog.core.errors import DataDirError
+    from slog.core.names import ensure_data_dir
+
+    started_at = time.monotonic()
+    deadline = started_at + timeout
+    if base_port + brokers - 1 > 65535:
+        fail(f"ports {base_port}..{base_port + brokers - 1} go past 65535",
+             hint="choose a lower --base-port", code=EXIT_USAGE)
+    try:
+        overrides = parse_key_values(config or [])
+        BrokerConfig.build(1, _root(data_dir), host, base_port, overrides)  # validate first
+        root = ensure_data_dir(_root(data_dir))
+    except ConfigError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+    except DataDirError as exc:
+        fail(str(exc))
+    watcher = DataDirWatcher(root)
+    wanted = list(range(1, brokers + 1))
+    running = set(watcher.running_broker_ids())
+    to_start = {b: base_port + b - 1 for b in wanted if b not in running}
+    taken = _ports_in_use(host, to_start.values())
+    if taken:
+        fail(f"port{'s' if len(taken) > 1 else ''} {', '.join(map(str, taken))} on {host} "
+             "already in use", hint="choose another --base-port, or stop what listens there")
+
+    def start(broker_id: int) -> object:
+        return start_daemon(broker_id, root, f"{host}:{to_start[broker_id]}", overrides,
+                            timeout_s=max(0.1, deadline - time.monotonic()))
+
+    with _progress(f"starting {len(to_start)} broker(s) in {root}", output) as progress:
+        results = _in_parallel(start, sorted(to_start))
+        failures = {b: r for b, r in results.items() if isinstance(r, Exception)}
+        if failures:
+            for broker_id, error in sorted(failures.items()):
+                detail = str(error) if isinstance(error, BrokerStartError | DataDirError) else \
+                    f"{type(error).__name__}: {error}"
+                print(f"error: broker {broker_id} failed to start: {detail}", file=sys.stderr)
+            fail(f"{len(failures)} of {len(to_start)} broker(s) failed to start",
+                 hint=f"see {root}/brokers/<id>/broker.log; `slog cluster down` stops the rest")
+        expected = sorted(running | set(wanted))
+        view, missing = _wait_until_ready(watcher, expected, deadline, progress)
+
+    actions = {b: {"action": "already running" if b in running else "started"} for b in wanted}
+    _print_up(view, actions, output, time.monotonic() - started_at)
+    if missing:
+        _print_log_tails(watcher, [b for b in expected if not (
+            (s := view.broker(b)) and s.serving)])
+        fail(f"the cluster was not ready within {timeout:g}s: still waiting for "
+             f"{', '.join(missing)}",
+             hint="check again with `slog cluster status`, or raise --timeout")
+
+
+def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: OutputFormat,
+              elapsed_s: float) -> None:
+    if output is OutputFormat.json:
+        data = view.to_json()
+        for broker in data["brokers"]:
+            broker["action"] = actions.get(broker["id"], {}).get("action")
+        data["elapsed_s"] = round(elapsed_s, 3)
+        print_json(data)
+        return
+    print_table(_broker_rows(view, actions), [*BROKER_COLUMNS, "action"])
+    started = sum(1 for a in actions.values() if a["action"] == "started")
+    typer.echo(f"{_controller_line(view)}; {started} started, "
+               f"{len(actions) - started} already running, in {elapsed_s:.2f}s")
+    others = [b for b in view.brokers if b.broker_id not in actions and not b.serving]
+    if others:
+        ids = ", ".join(str(b.broker_id) for b in others)
+        which = f"brokers {ids} are" if len(others) > 1 else f"broker {ids} is"
+        typer.echo(f"note: {which} registered but not serving "
+                   f"(`slog cluster up --brokers {max(b.broker_id for b in others)}` starts them)")
+
+
+def _print_log_tails(watcher: DataDirWatcher, broker_ids: Iterable[int]) -> None:
+    from slog.broker.daemon import broker_log_path, tail_log
+
+    for broker_id in broker_ids:
+        path = broker_log_path(watcher.layout, broker_id)
+        print(f"--- last lines of {path}:\n{tail_log(path)}", file=sys.stderr)
+
+
+# -- down ----------------------------------------------------------------------------------
+
+@app.command()
+def down(
+    data_dir: DataDirOption = None,
+    timeout: Annotated[float, typer.Option(
+        min=0.1, help="Seconds to wait for each broker to stop.")] = 30.0,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Stop every running broker of the data dir cleanly (SIGTERM), the controller last.
+
+    Example: slog cluster down
+    """
+    from slog.broker.daemon import stop_daemon
+    from slog.cli.cluster_view import DataDirWatcher
+
+    root = _root(data_dir)
+    watcher = DataDirWatcher(root)
+    view = watcher.view() if watcher.has_cluster else None
+    running = [b for b in view.brokers if b.alive] if view else []
+    if not running:
+        if output is OutputFormat.json:
+            print_json([])
+        else:
+            typer.echo(f"no broker is running in {root}")
+        return
+
+    def stop(broker_id: int) -> bool:
+        return stop_daemon(broker_id, root, timeout_s=timeout)
+
+    # Followers first, all at once; then the controller, so nobody fails over to a
+    # broker that is itself shutting down.
+    with _progress(f"stopping {len(running)} broker(s)", output):
+        results = _in_parallel(stop, [b.broker_id for b in running if not b.controller])
+        results.update(_in_parallel(stop, [b.broker_id for b in running if b.controller]))
+    rows = []
+    for broker in running:
+        result = results[broker.broker_id]
+        rows.append({"id": broker.broker_id, "address": broker.address, "pid": broker.pid,
+                     "controller": broker.controller,
+                     "result": "stopped" if result is True else
+                     "already stopped" if result is False else f"failed: {result}"})
+    if output is OutputFormat.json:
+        print_json(rows)
+    else:
+        print_table([{**r, "controller": "yes" if r["controller"] else None} for r in rows],
+                    ["id", "address", "pid", "controller", "result"])
+    if any(isinstance(r, Exception) for r in results.values()):
+        raise typer.Exit(EXIT_FAILURE)
+
+
+# -- status --------------------------------------------------------------------------------
+
+@app.command()
+def status(
+    data_dir: DataDirOption = None,
+    bootstrap: Annotated[str | None, typer.Option(
+        "--bootstrap", "-b", envvar="SLOG_BOOTSTRAP",
+        help="Ask these brokers instead when the data dir holds no cluster (e.g. Kafka).")
+    ] = None,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Brokers, controller and partition health; exit 0 when healthy, 1 when not.
+
+    Reads the data dir (it knows about fenced brokers); with only --bootstrap,
+    or when the data dir holds no cluster, asks the brokers over the protocol.
+    Exit 3 when there is neither a cluster in the data dir nor a broker answering.
+
+    Example: until slog cluster status -o json >/dev/null; do sleep 0.5; done
+    """
+    from slog.cli.cluster_view import DataDirWatcher, view_from_protocol
+
+    root = _root(data_dir)
+    watcher = DataDirWatcher(root)
+    if watcher.has_cluster and (data_dir is not None or bootstrap is None):
+        view = watcher.view()
+    elif bootstrap is None and data_dir is not None:
+        fail(f"no slog cluster in {root}", hint="start one with `slog cluster up`, "
+             "or pass --bootstrap to ask running brokers", code=EXIT_UNREACHABLE)
+    else:
+        target = bootstrap or DEFAULT_BOOTSTRAP
+        with client_errors(target):
+            try:
+                view = view_from_protocol(target)
+            except (ConnectionError, TimeoutError):  # BrokerUnavailableError included
+                if bootstrap is not None:
+                    raise
+                fail(f"no slog cluster in {root} and no broker answers at {target}",
+                     hint="start one with `slog cluster up`", code=EXIT_UNREACHABLE)
+    _print_status(view, output)
+    if not view.healthy:
+        if not any(b.alive for b in view.brokers) and view.source == "data-dir":
+            print(f"hint: start it with `slog cluster up --data-dir {root}`", file=sys.stderr)
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def _print_status(view: ClusterView, output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        print_json(view.to_json())
+        return
+    print_table(_broker_rows(view), BROKER_COLUMNS)
+    typer.echo(f"{_controller_line(view)}; {view.topic_count} topic(s), "
+               f"{len(view.partitions)} partition(s)")
+    sections: list[tuple[str, list[Any], list[str]]] = [
+        ("offline partitions", view.offline_partitions,
+         ["topic", "partition", "leader", "replicas", "isr"]),
+        ("under-replicated partitions", view.under_replicated_partitions,
+         ["topic", "partition", "leader", "replicas", "isr", "offline_replicas"]),
+        ("partitions under min.insync.replicas", view.under_min_isr_partitions,
+         ["topic", "partition", "isr", "min_insync_replicas"]),
+    ]
+    serving = any(b.alive for b in view.brokers)
+    if not serving and view.partitions:
+        typer.echo(f"\nall {len(view.partitions)} partition(s) are offline")
+    for title, partitions, columns in sections:
+        if partitions and serving:
+            typer.echo(f"\n{title}:")
+            print_table([p.to_json() for p in partitions], columns)
+    problems = view.problems()
+    typer.echo("\nhealthy" if not problems else f"\nunhealthy: {'; '.join(problems)}")
