@@ -15,6 +15,13 @@ Workload (``--quick``: 100,000 records): 1,000,000 records of 100 bytes.
   NOACK`` in a loop until every entry arrived (NOACK skips the pending-entries
   list; a Kafka consumer with ``assign()`` keeps no such state either, and it
   is the faster option for Redis, so the ratio is conservative).
+* **slog CLI** (skipped with ``--no-cli``): a file of as many lines of the same
+  100-byte value, written once before the runs, then the real command
+  ``python -m slog.cli produce TOPIC --file F --acks 1 -b BOOTSTRAP`` as a
+  subprocess into its own fresh 1-partition topic per run. Its figure is the
+  wall time of the whole command: interpreter start-up, imports, reading and
+  splitting the file, producing, closing. It is compared with the Producer
+  phase (same acks), not with Redis.
 
 Each figure is the wall time of the whole client phase, client construction,
 connection and metadata included, on both sides; records/s are medians of
@@ -28,13 +35,15 @@ XREADGROUP records/s.
 
 Usage::
 
-    python benchmarks/client.py [--quick] [--runs N] [--records N]
+    python benchmarks/client.py [--quick] [--runs N] [--records N] [--no-cli]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
+import re
 import shutil
 import socket
 import statistics
@@ -47,7 +56,8 @@ from pathlib import Path
 from typing import Any
 
 # Runnable from a checkout without installing slog.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 VALUE = b"v" * 100
 REDIS_PIPELINE = 1000
@@ -116,6 +126,31 @@ def slog_consume(bootstrap: str, topic: str, records: int) -> int:
             if batch[-1].value != VALUE:
                 raise RuntimeError("wrong value read back")
     return min(seen, records)
+
+
+def write_lines(path: Path, records: int) -> None:
+    """``records`` lines of VALUE, the input of the CLI phase."""
+    chunk = (VALUE + b"\n") * 10_000
+    with open(path, "wb") as out:
+        for _ in range(records // 10_000):
+            out.write(chunk)
+        out.write((VALUE + b"\n") * (records % 10_000))
+
+
+def slog_cli_produce(bootstrap: str, topic: str, records: int, lines: Path) -> int:
+    """``slog produce`` as a user runs it, from this checkout; returns the records it reported."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p))
+    result = subprocess.run(
+        [sys.executable, "-m", "slog.cli", "produce", topic, "--file", str(lines),
+         "--acks", "1", "-b", bootstrap],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(f"slog produce exited with {result.returncode}: {result.stderr}")
+    found = re.search(r"produced (\d+) of (\d+) records", result.stderr)
+    if found is None or found[1] != found[2]:
+        raise RuntimeError(f"unexpected slog produce summary: {result.stderr!r}")
+    return int(found[1])
 
 
 # ------------------------------------------------------------------ redis
@@ -208,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="100,000 records instead of 1M")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records", type=int, default=None)
+    parser.add_argument("--no-cli", action="store_true", help="skip the `slog produce` phase")
     args = parser.parse_args(argv)
     records = args.records or (100_000 if args.quick else 1_000_000)
     if shutil.which("redis-server") is None:
@@ -217,20 +253,28 @@ def main(argv: list[str] | None = None) -> int:
 
     rates: dict[tuple[str, str], list[float]] = {}
     root = Path(tempfile.mkdtemp(prefix="slog-client-bench-"))
+    lines = root / "lines.txt"
     try:
+        if not args.no_cli:
+            write_lines(lines, records)
         with slog_broker(root) as bootstrap, redis_server(root) as port, \
                 Admin(bootstrap) as admin:
             for run in range(args.runs):
                 topic = f"bench-{run}"
                 admin.create_topics([NewTopic(topic, partitions=1)])
-                phases: list[tuple[str, str, Callable[..., int], object]] = [
-                    ("slog", "produce", slog_produce, bootstrap),
-                    ("slog", "consume", slog_consume, bootstrap),
-                    ("redis", "produce", redis_produce, port),
-                    ("redis", "consume", redis_consume, port),
+                phases: list[tuple[str, str, Callable[..., int], tuple[object, ...]]] = [
+                    ("slog", "produce", slog_produce, (bootstrap, topic)),
+                    ("slog", "consume", slog_consume, (bootstrap, topic)),
+                    ("redis", "produce", redis_produce, (port, topic)),
+                    ("redis", "consume", redis_consume, (port, topic)),
                 ]
-                for peer, phase, fn, address in phases:
-                    rate = timed(fn, address, topic, records, expected=records)
+                if not args.no_cli:
+                    cli_topic = f"bench-cli-{run}"
+                    admin.create_topics([NewTopic(cli_topic, partitions=1)])
+                    phases.append(("slog", "cli produce", _cli_phase(lines),
+                                   (bootstrap, cli_topic)))
+                for peer, phase, fn, where in phases:
+                    rate = timed(fn, *where, records, expected=records)
                     rates.setdefault((peer, phase), []).append(rate)
                 print(f"run {run + 1}/{args.runs}: " + ", ".join(
                     f"{peer} {phase} {values[-1]:,.0f}/s"
@@ -251,7 +295,19 @@ def main(argv: list[str] | None = None) -> int:
         ok &= met
         print(f"{phase:<9}{mine:>16,.0f}{theirs:>20,.0f}{ratio:>7.2f}x"
               f"{TARGETS[phase]:>7.1f}x  {'yes' if met else 'NO'}")
+    if ("slog", "cli produce") in rates:
+        cli = statistics.median(rates[("slog", "cli produce")])
+        producer = statistics.median(rates[("slog", "produce")])
+        print(f"\n`slog produce --file --acks 1` (whole command): {cli:,.0f} records/s, "
+              f"{cli / producer:.2f}x the Producer phase")
     return 0 if ok else 1
+
+
+def _cli_phase(lines: Path) -> Callable[[str, str, int], int]:
+    def run(bootstrap: str, topic: str, records: int) -> int:
+        return slog_cli_produce(bootstrap, topic, records, lines)
+
+    return run
 
 
 if __name__ == "__main__":

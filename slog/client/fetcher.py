@@ -8,10 +8,13 @@ no record decoding), so the next Fetch can go out while the caller is still
 working through the records: that is the prefetch. Up to
 ``PREFETCH_DEPTH`` completed fetches per partition wait in the buffer.
 
-Records are decoded only when ``collect()`` hands them out, a batch at a time:
-records before the consumer's position (a batch may start before it) and
-control batches are skipped, a batch cut off at the end of a response is left
-for the next Fetch, every codec is decoded by :mod:`slog.core.records`.
+Records are decoded only when ``collect()`` hands them out, a batch at a time,
+straight into :class:`ConsumerRecord` objects
+(:func:`slog.core.records.decode_records_as`): control batches and batches
+wholly before the consumer's position are skipped without decoding, records
+before the position are dropped from a batch that straddles it, a batch cut off
+at the end of a response is left for the next Fetch, every codec is decoded by
+:mod:`slog.core.records`.
 """
 
 from __future__ import annotations
@@ -26,17 +29,16 @@ from typing import Any
 from slog.client.cluster import ClusterClient
 from slog.client.errors import KafkaError
 from slog.client.subscription import PartitionState, SubscriptionState
-from slog.client.types import CREATE_TIME, LOG_APPEND_TIME, ConsumerRecord, TopicPartition
+from slog.client.types import ConsumerRecord, TopicPartition
 from slog.core.batch import (
     CONTROL_BIT,
     LOG_OVERHEAD,
-    TIMESTAMP_TYPE_BIT,
     BatchHeader,
     parse_header,
     peek_batch_size,
 )
 from slog.core.errors import CorruptRecordError
-from slog.core.records import Record, iter_decoded_batches
+from slog.core.records import decode_records_as, iter_valid_batches
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 
@@ -46,7 +48,6 @@ CHANNEL = "fetch"
 PREFETCH_DEPTH = 2
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
 _CORRUPT = int(ErrorCode.corrupt_message)
-_tuple_new = tuple.__new__
 
 
 def complete_batches_end(data: bytes) -> tuple[int | None, int]:
@@ -64,13 +65,14 @@ def complete_batches_end(data: bytes) -> tuple[int | None, int]:
 class CompletedFetch:
     """One partition's data from one Fetch response, decoded a batch at a time."""
 
-    __slots__ = ("_batch_end", "_batches", "_index", "_records", "exhausted", "generation", "tp")
+    __slots__ = ("_batch_end", "_batches", "_data", "_index", "_records", "exhausted",
+                 "generation", "tp")
 
     def __init__(self, tp: TopicPartition, generation: int, data: bytes):
         self.tp = tp
         self.generation = generation
-        self._batches: Iterator[tuple[int, BatchHeader, list[Record]]] = \
-            iter_decoded_batches(data)
+        self._data = data
+        self._batches: Iterator[tuple[int, BatchHeader]] = iter_valid_batches(data)
         self._records: list[ConsumerRecord] | None = None
         self._index = 0
         self._batch_end = 0
@@ -86,18 +88,20 @@ class CompletedFetch:
                 item = next(self._batches, None)
                 if item is None:
                     self.exhausted = True
+                    self._data = b""
                     break
-                _, header, batch_records = item
+                pos, header = item
                 next_offset = header.base_offset + header.last_offset_delta + 1
                 position = state.position or 0
                 if header.attributes & CONTROL_BIT or next_offset <= position:
+                    # Transaction markers, or records already consumed: not decoded.
                     state.position = max(position, next_offset)
                     continue
-                ts_type = LOG_APPEND_TIME if header.attributes & TIMESTAMP_TYPE_BIT \
-                    else CREATE_TIME
-                new, cls = _tuple_new, ConsumerRecord
-                records = [new(cls, (topic, partition, o, ts, ts_type, k, v, h))
-                           for o, ts, k, v, h in batch_records if o >= position]
+                # ConsumerRecords straight from the bytes, no intermediate Record.
+                records = decode_records_as(self._data, pos, header, ConsumerRecord,
+                                            topic, partition)
+                if header.base_offset < position:  # the batch starts before the position
+                    records = [r for r in records if r.offset >= position]
                 self._records, self._index, self._batch_end = records, 0, next_offset
             start = self._index
             stop = start + limit - taken

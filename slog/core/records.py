@@ -18,8 +18,10 @@ The records section as a whole is compressed with the batch's codec.
 
 :class:`BatchBuilder` is the producer hot path: a plain record is encoded with a
 few table look-ups and one bytes concatenation, without per-record objects.
-Decoding reads single-byte varints (nearly all of them) through a table and
-only falls back to the general loop for longer ones.
+Decoding reads one- and two-byte varints (nearly all of them: offset deltas
+below 8192, lengths below 8192) through tables, inline, and only falls back to
+the general loop for longer ones. :func:`decode_records_as` builds the
+consumer's record type directly, so the consumer makes one object per record.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from operator import index as _as_int
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import crc32c
 
@@ -54,6 +56,7 @@ from slog.core.errors import CorruptRecordError
 
 BytesLike = bytes | bytearray | memoryview
 Header = tuple[str, bytes | None]
+T = TypeVar("T", bound=tuple[Any, ...])
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -168,6 +171,9 @@ _NO_HEADERS = b"\x00"
 
 # Decoding table for a one-byte varint; None marks a continuation byte.
 _DEC1: list[int | None] = [(b >> 1) ^ -(b & 1) for b in range(0x80)] + [None] * 0x80
+# Decoding table for a two-byte varint b0 b1 (b0 >= 0x80 > b1), indexed by
+# b0 + (b1 << 7), which is 0x80 more than the unsigned value: the cheapest index.
+_DEC2: list[int] = [0] * 0x80 + [(u >> 1) ^ -(u & 1) for u in range(1 << 14)]
 
 
 # ---------------------------------------------------------------- encoding
@@ -449,30 +455,50 @@ def _decode_headers(data: bytes, pos: int, count: int) -> tuple[tuple[Header, ..
 
 
 def _decode_section(
-    data: bytes, pos: int, end: int, header: BatchHeader, batch_pos: int
-) -> list[Record]:
-    """Decode ``header.record_count`` records from ``data[pos:end]``."""
+    data: bytes,
+    pos: int,
+    end: int,
+    header: BatchHeader,
+    batch_pos: int,
+    record_type: type[tuple[Any, ...]] | None = None,
+    topic: str = "",
+    partition: int = 0,
+) -> list[Any]:
+    """Decode ``header.record_count`` records from ``data[pos:end]``.
+
+    Records come out as :class:`Record`, or with ``record_type`` as that tuple
+    subclass holding ``(topic, partition, offset, timestamp, timestamp_type,
+    key, value, headers)``.
+
+    The hot loop. A varint of one byte (most fields) is a table look-up; one of
+    two bytes (offset deltas from 64 on, lengths of 64..8191, timestamp deltas
+    up to ~8 s) is inlined as a second look-up in ``_DEC2``; longer ones take
+    the general reader.
+    """
     base_offset = header.base_offset
     base_timestamp = header.base_timestamp
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_BIT)
     max_timestamp = header.max_timestamp
-    records: list[Record] = []
+    records: list[Any] = []
     append = records.append
     dec1 = _DEC1
+    dec2 = _DEC2
+    read_varint = _read_varint
     new = _tuple_new
-    record_cls = Record
+    wide = record_type is not None
+    cls: type[tuple[Any, ...]] = Record if record_type is None else record_type
+    ts_type = LOG_APPEND_TIME if log_append_time else CREATE_TIME
     index = 0
     try:
         for index in range(header.record_count):  # noqa: B007 - index is read on error
             length = dec1[data[pos]]
             if length is None:
                 b = data[pos + 1]
-                if b < 0x80:  # two bytes: lengths of 64..8191, inlined as they are common
-                    u = (data[pos] & 0x7F) | (b << 7)
-                    length = (u >> 1) ^ -(u & 1)
+                if b < 0x80:
+                    length = dec2[data[pos] + (b << 7)]
                     pos += 2
                 else:
-                    length, pos = _read_varint(data, pos, 5)
+                    length, pos = read_varint(data, pos, 5)
             else:
                 pos += 1
             record_end = pos + length
@@ -480,26 +506,35 @@ def _decode_section(
                 raise _Malformed(
                     f"record length {length} is invalid ({end - pos} bytes left in the batch)"
                 )
-            pos += 1  # attributes: unused by every Kafka version so far
-            ts_delta = dec1[data[pos]]
+            # data[pos] is the attributes byte, unused by every Kafka version so far.
+            ts_delta = dec1[data[pos + 1]]
             if ts_delta is None:
-                ts_delta, pos = _read_varint(data, pos, 10)
+                b = data[pos + 2]
+                if b < 0x80:
+                    ts_delta = dec2[data[pos + 1] + (b << 7)]
+                    pos += 3
+                else:
+                    ts_delta, pos = read_varint(data, pos + 1, 10)
             else:
-                pos += 1
+                pos += 2
             offset_delta = dec1[data[pos]]
             if offset_delta is None:
-                offset_delta, pos = _read_varint(data, pos, 5)
+                b = data[pos + 1]
+                if b < 0x80:
+                    offset_delta = dec2[data[pos] + (b << 7)]
+                    pos += 2
+                else:
+                    offset_delta, pos = read_varint(data, pos, 5)
             else:
                 pos += 1
             klen = dec1[data[pos]]
             if klen is None:
                 b = data[pos + 1]
-                if b < 0x80:  # two bytes: lengths of 64..8191, inlined as they are common
-                    u = (data[pos] & 0x7F) | (b << 7)
-                    klen = (u >> 1) ^ -(u & 1)
+                if b < 0x80:
+                    klen = dec2[data[pos] + (b << 7)]
                     pos += 2
                 else:
-                    klen, pos = _read_varint(data, pos, 5)
+                    klen, pos = read_varint(data, pos, 5)
             else:
                 pos += 1
             if klen >= 0:
@@ -512,12 +547,11 @@ def _decode_section(
             vlen = dec1[data[pos]]
             if vlen is None:
                 b = data[pos + 1]
-                if b < 0x80:  # two bytes: lengths of 64..8191, inlined as they are common
-                    u = (data[pos] & 0x7F) | (b << 7)
-                    vlen = (u >> 1) ^ -(u & 1)
+                if b < 0x80:
+                    vlen = dec2[data[pos] + (b << 7)]
                     pos += 2
                 else:
-                    vlen, pos = _read_varint(data, pos, 5)
+                    vlen, pos = read_varint(data, pos, 5)
             else:
                 pos += 1
             if vlen >= 0:
@@ -527,35 +561,33 @@ def _decode_section(
                 value = None
             else:
                 raise _Malformed(f"negative value length {vlen}")
-            header_count = dec1[data[pos]]
-            if header_count is None:
-                header_count, pos = _read_varint(data, pos, 5)
-            else:
-                pos += 1
-            if header_count == 0:
+            if data[pos] == 0:  # no headers, nearly always
                 headers: tuple[Header, ...] = ()
-            elif 0 < header_count <= (record_end - pos) // 2:
-                headers, pos = _decode_headers(data, pos, header_count)
+                pos += 1
             else:
-                raise _Malformed(f"invalid header count {header_count}")
+                header_count = dec1[data[pos]]
+                if header_count is None:
+                    header_count, pos = read_varint(data, pos, 5)
+                else:
+                    pos += 1
+                if header_count == 0:  # a zero in more than one byte
+                    headers = ()
+                elif 0 < header_count <= (record_end - pos) // 2:
+                    headers, pos = _decode_headers(data, pos, header_count)
+                else:
+                    raise _Malformed(f"invalid header count {header_count}")
             if pos != record_end:
                 # Slices never raise, so a length running past the record shows up here.
                 raise _Malformed(
                     f"record fields take {pos - record_end + length} bytes, "
                     f"its length says {length}"
                 )
-            append(
-                new(
-                    record_cls,
-                    (
-                        base_offset + offset_delta,
-                        max_timestamp if log_append_time else base_timestamp + ts_delta,
-                        key,
-                        value,
-                        headers,
-                    ),
-                )
-            )
+            timestamp = max_timestamp if log_append_time else base_timestamp + ts_delta
+            if wide:
+                append(new(cls, (topic, partition, base_offset + offset_delta, timestamp,
+                                 ts_type, key, value, headers)))
+            else:
+                append(new(cls, (base_offset + offset_delta, timestamp, key, value, headers)))
     except _Malformed as exc:
         raise CorruptRecordError(
             f"record {index} of the batch: {exc}", offset=base_offset + index, position=batch_pos
@@ -575,8 +607,15 @@ def _decode_section(
     return records
 
 
-def _decode_validated(buf: BytesLike, pos: int, header: BatchHeader) -> list[Record]:
-    """Records of a batch that validate_batch already accepted."""
+def _decode_validated(
+    buf: BytesLike,
+    pos: int,
+    header: BatchHeader,
+    record_type: type[tuple[Any, ...]] | None = None,
+    topic: str = "",
+    partition: int = 0,
+) -> list[Any]:
+    """Records of a batch that validate_batch already accepted (see _decode_section)."""
     start = pos + HEADER_SIZE
     end = pos + header.size
     codec = header.attributes & COMPRESSION_MASK
@@ -591,13 +630,13 @@ def _decode_validated(buf: BytesLike, pos: int, header: BatchHeader) -> list[Rec
                 ) from exc.__cause__
             finally:
                 section.release()
-        return _decode_section(data, 0, len(data), header, pos)
+        return _decode_section(data, 0, len(data), header, pos, record_type, topic, partition)
     if type(buf) is bytes:
-        return _decode_section(buf, start, end, header, pos)
+        return _decode_section(buf, start, end, header, pos, record_type, topic, partition)
     # bytearray or memoryview: copy the section once so records come out as bytes.
     with memoryview(buf) as view:
         data = view[start:end].tobytes()
-    return _decode_section(data, 0, len(data), header, pos)
+    return _decode_section(data, 0, len(data), header, pos, record_type, topic, partition)
 
 
 def decode_records(buf: BytesLike, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
@@ -610,10 +649,40 @@ def decode_records(buf: BytesLike, pos: int = 0) -> tuple[BatchHeader, list[Reco
     return header, _decode_validated(buf, pos, header)
 
 
-def _iter_valid_batches(
-    buf: BytesLike, start: int, end: int | None, allow_partial_tail: bool
+def decode_records_as(
+    buf: BytesLike,
+    pos: int,
+    header: BatchHeader,
+    record_type: type[T],
+    topic: str,
+    partition: int,
+) -> list[T]:
+    """Decode the records of a batch straight into consumer-style tuples.
+
+    ``header`` must come from :func:`validate_batch` (or :func:`iter_valid_batches`)
+    on the same bytes. Each record is built, without an intermediate
+    :class:`Record`, as ``record_type`` (a tuple subclass, such as the client's
+    ``ConsumerRecord``, whose ``__new__`` is bypassed) holding ``(topic,
+    partition, offset, timestamp, timestamp_type, key, value, headers)``, with
+    ``timestamp_type`` 0 for CreateTime and 1 for LogAppendTime. Malformed
+    records raise CorruptRecordError as :func:`decode_records` does.
+    """
+    return _decode_validated(buf, pos, header, record_type, topic, partition)
+
+
+def iter_valid_batches(
+    buf: BytesLike,
+    start: int = 0,
+    end: int | None = None,
+    *,
+    allow_partial_tail: bool = True,
 ) -> Iterator[tuple[int, BatchHeader]]:
-    """Like batch.iter_batches, but a batch cut off at the limit may end the run quietly."""
+    """Yield ``(position, header)`` of consecutive validated batches, records not decoded.
+
+    Like batch.iter_batches, but with ``allow_partial_tail`` a batch cut off by
+    ``end`` (or the end of ``buf``) ends the iteration quietly; a complete batch
+    that fails validation always raises CorruptRecordError.
+    """
     limit = len(buf) if end is None else end
     pos = start
     while pos < limit:
@@ -637,11 +706,9 @@ def iter_decoded_batches(
 ) -> Iterator[tuple[int, BatchHeader, list[Record]]]:
     """Yield ``(position, header, records)`` for consecutive batches, control ones too.
 
-    With ``allow_partial_tail`` a batch cut off by ``end`` (or the end of
-    ``buf``) ends the iteration quietly; a complete batch that fails validation
-    always raises CorruptRecordError.
+    Partial tails and corruption are handled as in :func:`iter_valid_batches`.
     """
-    for pos, header in _iter_valid_batches(buf, start, end, allow_partial_tail):
+    for pos, header in iter_valid_batches(buf, start, end, allow_partial_tail=allow_partial_tail):
         yield pos, header, _decode_validated(buf, pos, header)
 
 
@@ -655,8 +722,8 @@ def iter_records(
     """Yield the records of consecutive batches, skipping control batches.
 
     Control batches carry transaction markers, not data. Partial tails and
-    corruption are handled as in :func:`iter_decoded_batches`.
+    corruption are handled as in :func:`iter_valid_batches`.
     """
-    for pos, header in _iter_valid_batches(buf, start, end, allow_partial_tail):
+    for pos, header in iter_valid_batches(buf, start, end, allow_partial_tail=allow_partial_tail):
         if not header.attributes & CONTROL_BIT:
             yield from _decode_validated(buf, pos, header)

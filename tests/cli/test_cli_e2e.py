@@ -101,3 +101,10 @@ def test_consume_unknown_topic_is_not_found(bootstrap: str) -> None:
     result = slog(bootstrap, "consume", "never-created", "-e")
     assert result.returncode == 4
     assert "does not exist" in result.stderr
+
+
+def test_crlf_input_and_a_missing_final_newline(bootstrap: str) -> None:
+    result = slog(bootstrap, "produce", "crlf", "-K", ":", input_text="a:1\r\nb:2\r\nc:3")
+    assert result.returncode == 0, result.stderr
+    out = slog(bootstrap, "consume", "crlf", "-e", "-f", "[%k][%v]\\n").stdout.splitlines()
+    assert sorted(out) == ["[a][1]", "[b][2]", "[c][3]"]
