@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -144,25 +145,59 @@ def list_topics(
     emit(rows, ["topic", "partitions", "internal"], output)
 
 
+# kafka-topics' --describe filters: (partition, the topic's min.insync.replicas) -> shown?
+PARTITION_FILTERS: dict[str, Callable[[Any, int], bool]] = {
+    "under_replicated": lambda p, min_isr: len(p.isr) < len(p.replicas),
+    "unavailable": lambda p, min_isr: p.leader < 0,
+    "under_min_isr": lambda p, min_isr: p.leader < 0 or len(p.isr) < min_isr,
+    "at_min_isr": lambda p, min_isr: len(p.isr) == min_isr,
+}
+
+
 @app.command()
 def describe(
     names: Annotated[list[str] | None, typer.Argument(help="Topics (default: all).",
                                                       show_default=False)] = None,
+    under_replicated: Annotated[bool, typer.Option(
+        "--under-replicated", help="Only partitions whose ISR is smaller than their replicas.")
+    ] = False,
+    unavailable: Annotated[bool, typer.Option(
+        "--unavailable", help="Only partitions without a leader.")] = False,
+    under_min_isr: Annotated[bool, typer.Option(
+        "--under-min-isr", help="Only partitions without a leader or whose ISR is below "
+                                "min.insync.replicas.")
+    ] = False,
+    at_min_isr: Annotated[bool, typer.Option(
+        "--at-min-isr", help="Only partitions whose ISR is exactly min.insync.replicas.")
+    ] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Per partition: leader, replicas, ISR, log start, high watermark and log end offset.
 
-    Example: slog topic describe orders
+    Example: slog topic describe orders --under-replicated
     """
+    chosen = [name for name, on in (("under_replicated", under_replicated),
+                                    ("unavailable", unavailable), ("under_min_isr", under_min_isr),
+                                    ("at_min_isr", at_min_isr)) if on]
+    if len(chosen) > 1:
+        fail("--under-replicated, --unavailable, --under-min-isr and --at-min-isr are "
+             "mutually exclusive", code=EXIT_USAGE)
+    min_isr: dict[str, int] = {}
     with client_errors(bootstrap), _admin(bootstrap) as admin:
         topics = admin.describe_topics(names or None)
+        if chosen and chosen[0] in ("under_min_isr", "at_min_isr") and topics:
+            configs = admin.describe_topic_configs([t.name for t in topics],
+                                                   ["min.insync.replicas"])
+            min_isr = {t: int(c["min.insync.replicas"].value or 1) for t, c in configs.items()}
+    keep = PARTITION_FILTERS[chosen[0]] if chosen else None
     rows = [
         {"topic": t.name, "partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
          "leader_epoch": p.leader_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
          "offline_replicas": list(p.offline_replicas), "log_start_offset": p.log_start_offset,
          "high_watermark": p.high_watermark, "log_end_offset": p.log_end_offset}
         for t in topics for p in t.partitions
+        if keep is None or keep(p, min_isr.get(t.name, 1))
     ]
     emit(rows, ["topic", "partition", "leader", "replicas", "isr", "log_start_offset",
                 "high_watermark", "log_end_offset"], output)

@@ -20,8 +20,9 @@ from slog.core.errors import InvalidTopicError
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
-from slog.replication import elections
+from slog.replication import elections, leader_balance, reassignment
 from slog.replication.placement import PlacementError, assign_replicas
+from slog.replication.throttle import split_throttle_configs
 
 log = logging.getLogger("slog.controller")
 
@@ -83,6 +84,8 @@ class Controller:
         self._on_write = on_write
         self.epoch = 0
         self.shutting_down: set[int] = set()  # may not rejoin an ISR until they restart
+        self._next_leader_check = time.monotonic() + \
+            config.get_int("leader.imbalance.check.interval.seconds")
 
     @property
     def image(self) -> MetadataImage:
@@ -269,6 +272,48 @@ class Controller:
             self._write(records)
         return remaining
 
+    # -- reassignment and leader balance (logic in reassignment.py, leader_balance.py) --
+    def _write_steps(self, changes: Sequence[tuple[PartitionState, PartitionState]]) -> None:
+        for before, after in changes:
+            self._log_change(before, after)
+            log.info("%s", reassignment.describe_step(before, after))
+        if changes:
+            self._write([after.to_record() for _, after in changes])
+
+    def alter_reassignments(self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+                            ) -> dict[tuple[str, int], ControllerError | None]:
+        """AlterPartitionReassignments: start, replace (a target) or cancel (None)."""
+        changed, outcome = reassignment.alter(self.image, targets, set(self._live_broker_ids()))
+        self._write_steps(changed)
+        return {key: None if e is None else ControllerError(e.code, str(e))
+                for key, e in outcome.items()}
+
+    def maintain_reassignments(self) -> None:
+        """Controller tick: take the next step of every reassignment that can move."""
+        live = set(self._live_broker_ids())
+        self._write_steps([(s, after) for s in self.image.all_partitions()
+                           if (after := reassignment.advance(s, live)) is not None])
+
+    def maybe_rebalance_leaders(self, now: float) -> None:
+        """Controller tick: auto.leader.rebalance.enable's preferred elections."""
+        if now < self._next_leader_check:
+            return
+        self._next_leader_check = now + self.config.get_int(
+            "leader.imbalance.check.interval.seconds")
+        if not self.config.get_bool("auto.leader.rebalance.enable"):
+            return
+        wanted = leader_balance.partitions_to_rebalance(
+            self.image.all_partitions(), set(self._live_broker_ids()) - self.shutting_down,
+            self.config.get_int("leader.imbalance.per.broker.percentage"))
+        if wanted:
+            log.info("leader imbalance: preferred election for %d partition(s)", len(wanted))
+            self.elect_leaders(True, wanted)
+
+    def tick(self) -> None:
+        """Periodic duties after the liveness sync."""
+        self.maintain_reassignments()
+        self.maybe_rebalance_leaders(time.monotonic())
+
     # -- topics -------------------------------------------------------------------
     def _live_broker_ids(self) -> list[int]:
         return sorted(b.broker_id for b in self.image.live_brokers())
@@ -424,7 +469,8 @@ class Controller:
         if topic not in self.image.topics:
             raise ControllerError("unknown_topic_or_partition", f"topic {topic!r} does not exist")
         try:
-            clean = validate_topic_configs(changes)
+            throttle, changes = split_throttle_configs(changes)
+            clean = {**validate_topic_configs(changes), **throttle}
         except ConfigError as exc:
             raise ControllerError("invalid_config", str(exc)) from exc
         if clean and not validate_only:

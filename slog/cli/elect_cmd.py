@@ -1,0 +1,164 @@
+"""``slog elect-leaders`` (and its alias ``slog preferred-leader-election``).
+
+Preferred elections move leadership back to each partition's first replica
+when it is alive and in sync; unclean elections give an offline partition any
+live replica as leader, losing what only the old in-sync replicas had.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from slog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_FAILURE,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    BootstrapOption,
+    client_errors,
+    fail,
+)
+from slog.cli.output import OutputFormat, OutputOption, emit
+
+if TYPE_CHECKING:
+    from slog.client import Admin
+    from slog.client.types import TopicPartition
+
+
+class ElectionType(StrEnum):
+    preferred = "preferred"
+    unclean = "unclean"
+
+
+AllOption = Annotated[bool, typer.Option(
+    "--all", help="Every partition of every topic.")]
+TopicOption = Annotated[str | None, typer.Option(
+    "--topic", help="One topic (all its partitions unless --partition).")]
+PartitionOption = Annotated[int | None, typer.Option(
+    "--partition", min=0, help="One partition of --topic.")]
+PlanOption = Annotated[Path | None, typer.Option(
+    "--plan", help='JSON file: {"partitions": [{"topic": "t", "partition": 0}, ...]} '
+                   "(a reassignment plan works too).")]
+NOT_NEEDED = "NOT NEEDED"
+
+
+def _partitions_from_file(path: Path) -> list[TopicPartition]:
+    from slog.client.types import TopicPartition
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror or exc}", code=EXIT_USAGE)
+    except json.JSONDecodeError as exc:
+        fail(f"{path} is not valid JSON: {exc}", code=EXIT_USAGE)
+    entries = data.get("partitions") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        fail(f'{path}: expected {{"partitions": [{{"topic": ..., "partition": ...}}, ...]}}',
+             code=EXIT_USAGE)
+    found: list[TopicPartition] = []
+    for index, entry in enumerate(entries):
+        topic = entry.get("topic") if isinstance(entry, dict) else None
+        number = entry.get("partition") if isinstance(entry, dict) else None
+        if not isinstance(topic, str) or not isinstance(number, int) or isinstance(number, bool):
+            fail(f"{path}: partitions[{index}] needs a string topic and an integer partition",
+                 code=EXIT_USAGE)
+        tp = TopicPartition(topic, number)
+        if tp in found:
+            fail(f"{path}: {tp} appears more than once", code=EXIT_USAGE)
+        found.append(tp)
+    return found
+
+
+def _topic_partitions(admin: Admin, topic: str) -> list[TopicPartition]:
+    from slog.client.errors import UnknownTopicOrPartitionError
+    from slog.client.types import TopicPartition
+
+    found = admin.cluster.refresh_metadata([topic]).topics.get(topic)
+    if found is None or found.error_code or not found.partitions:
+        raise UnknownTopicOrPartitionError(item=topic)
+    return [TopicPartition(topic, p) for p in sorted(found.partitions)]
+
+
+def run_election(election: ElectionType, all_partitions: bool, topic: str | None,
+                 partition: int | None, plan: Path | None, bootstrap: str,
+                 output: OutputFormat) -> None:
+    from slog.client import Admin
+    from slog.client.admin import ElectionResult
+    from slog.client.errors import KafkaError
+    from slog.client.types import TopicPartition
+
+    if sum((all_partitions, topic is not None, plan is not None)) != 1:
+        fail("pass exactly one of --all, --topic and --plan", code=EXIT_USAGE)
+    if partition is not None and topic is None:
+        fail("--partition needs --topic", code=EXIT_USAGE)
+    listed = _partitions_from_file(plan) if plan is not None else \
+        [TopicPartition(topic, partition)] if topic is not None and partition is not None \
+        else None
+    failures: dict[str, KafkaError] = {}
+    with client_errors(bootstrap), Admin(bootstrap, client_id="slog-cli") as admin:
+        wanted = listed if listed is not None or topic is None else \
+            _topic_partitions(admin, topic)
+        try:
+            result = admin.elect_leaders(election.value, wanted)
+        except KafkaError as exc:
+            if not isinstance(exc.results, ElectionResult):
+                raise
+            result, failures = exc.results, exc.errors
+    rows: list[dict[str, Any]] = [
+        {"topic": tp.topic, "partition": tp.partition, "result": outcome, "error": None}
+        for outcome, tps in (("ELECTED", result.elected), (NOT_NEEDED, result.not_needed))
+        for tp in tps]
+    rows += [{"topic": topic_name, "partition": int(number), "result": error.name,
+              "error": error.message or None}
+             for item, error in failures.items()
+             for topic_name, number in [item.rsplit("-", 1)]]
+    rows.sort(key=lambda r: (r["topic"], r["partition"]))
+    emit(rows, ["topic", "partition", "result", "error"], output)
+    if not rows and output is OutputFormat.table:
+        print("no partition needed a leader election", file=sys.stderr)
+    if failures:
+        unknown = all(e.name == "UNKNOWN_TOPIC_OR_PARTITION" for e in failures.values())
+        raise typer.Exit(EXIT_NOT_FOUND if unknown and len(failures) == len(rows)
+                         else EXIT_FAILURE)
+
+
+def elect_leaders(
+    election: Annotated[ElectionType, typer.Option(
+        "--type", help="preferred: back to the first replica; unclean: any live replica "
+                       "of an offline partition (may lose data).", show_default=False)],
+    all_partitions: AllOption = False,
+    topic: TopicOption = None,
+    partition: PartitionOption = None,
+    plan: PlanOption = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Elect partition leaders; reports ELECTED, NOT NEEDED or the error per partition.
+
+    Exit 1 if any partition failed for another reason than NOT NEEDED.
+
+    Example: slog elect-leaders --type preferred --all
+    """
+    run_election(election, all_partitions, topic, partition, plan, bootstrap, output)
+
+
+def preferred_leader_election(
+    all_partitions: AllOption = False,
+    topic: TopicOption = None,
+    partition: PartitionOption = None,
+    plan: PlanOption = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Alias of `slog elect-leaders --type preferred`.
+
+    Example: slog preferred-leader-election --topic orders
+    """
+    run_election(ElectionType.preferred, all_partitions, topic, partition, plan, bootstrap,
+                 output)
