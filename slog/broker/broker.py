@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 
 from slog.broker import liveness
+from slog.broker.offsets_topic import build_group_coordinator
+from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
     BrokerInfo,
@@ -29,11 +31,13 @@ from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
+from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
 from slog.replication.broker_channel import BrokerChannel
 from slog.replication.controller import BrokerStatus, Controller
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
+from slog.replication.throttle import ReplicationThrottle
 
 log = logging.getLogger("slog.broker")
 
@@ -41,6 +45,8 @@ CONTROLLER_POLL_S = 0.25
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 ALIVE_LOCK_ATTEMPTS = 10  # probes (is_locked) hold the lock for microseconds
 LOG_FLUSH_CHECK_S = 1.0
+# Produce re-reads the metadata first when it was last read longer ago than this.
+METADATA_STALE_S = 0.5
 # Kafka's log.flush.offset.checkpoint.interval.ms default.
 RECOVERY_CHECKPOINT_INTERVAL_S = 60.0
 
@@ -67,10 +73,15 @@ class Broker:
         self._metadata_writer: MetadataLogWriter | None = None
         self.log_manager: LogManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.groups: GroupCoordinator | None = None
+        self.log_cleaner = LogCleaner(config.get_int("log.cleaner.backoff.ms"),
+                                      enabled=config.get_bool("log.cleaner.enable"))
         self.producer_ids = ProducerIdAllocator(self.layout.root / "producer-id-block")
+        self.replication_throttle = ReplicationThrottle()  # reassignment --throttle
         self.info: BrokerInfo | None = None
         self.api_table: tuple[ApiSpec, ...] = ()
         self._tasks: list[asyncio.Task[None]] = []
+        self._metadata_polled_at = time.monotonic()
         self._controller_channel: BrokerChannel | None = None
 
     # -- start-up -------------------------------------------------------------------
@@ -94,6 +105,7 @@ class Broker:
         self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
         self.log_manager.load()
         self.replicas = ReplicaManager(self.config, self.log_manager)
+        self.groups = build_group_coordinator(self)
 
     def _acquire_alive_lock(self) -> bool:
         """Take alive.lock, allowing for liveness probes that hold it for an instant."""
@@ -110,12 +122,24 @@ class Broker:
 
     def poll_metadata(self) -> bool:
         """Apply new metadata records; returns True when the image changed."""
+        self._metadata_polled_at = time.monotonic()
         changed = False
         for offset, record in self._metadata_reader.poll():
             changed |= self.image.apply(record, offset)
         if changed and self.replicas is not None:
             self.replicas.apply_image(self.image)
         return changed
+
+    def poll_metadata_if_stale(self) -> None:
+        """Catch up with the metadata log if this process stalled (SIGSTOP, swapping).
+
+        A leader paused past its session timeout has been deposed by the time it
+        runs again, but requests queued during the pause would otherwise be
+        served before the metadata loop's overdue timer fires: a deposed leader
+        would acknowledge acks=1 writes that the new leader never sees.
+        """
+        if time.monotonic() - self._metadata_polled_at > METADATA_STALE_S:
+            self.poll_metadata()
 
     # -- controller duty --------------------------------------------------------------
     def try_become_controller(self) -> bool:
@@ -144,6 +168,7 @@ class Broker:
                 seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
                 healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down))
         self.controller.sync_liveness(statuses)
+        self.controller.tick()  # reassignment steps, auto leader rebalance
 
     async def _controller_loop(self) -> None:
         while True:
@@ -220,6 +245,9 @@ class Broker:
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every_s
                     self.log_manager.checkpoint_recovery_points()
+                hws = {k: p.high_watermark for k, p in self.replicas.partitions.items()}
+                await asyncio.to_thread(self.log_cleaner.maybe_clean, self.log_manager.all_logs(),
+                                        hws)
             except Exception:
                 log.exception("log maintenance failed")
 
@@ -227,6 +255,8 @@ class Broker:
         assert self.replicas is not None
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
                  self._heartbeat_loop(), self.replicas.maintain_isr(self.alter_isr)]
+        if self.groups is not None:
+            loops.append(self.groups.run())
         for coroutine in loops:
             task = asyncio.create_task(coroutine)
             task.add_done_callback(_report_crash)

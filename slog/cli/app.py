@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from slog.cli import broker_cmd, cluster_cmd, consume_cmd, demo, produce_cmd, topic_cmd
+from slog.cli import (
+    broker_cmd,
+    cluster_cmd,
+    consume_cmd,
+    demo,
+    elect_cmd,
+    group_cmd,
+    produce_cmd,
+    reassign_cmd,
+    topic_cmd,
+)
 
 app = typer.Typer(
     name="slog",
@@ -14,10 +24,14 @@ app = typer.Typer(
 )
 app.add_typer(broker_cmd.app, name="broker")
 app.add_typer(cluster_cmd.app, name="cluster")
+app.add_typer(group_cmd.app, name="group")
 app.add_typer(topic_cmd.app, name="topic")
 app.command(name="produce")(produce_cmd.produce)
 app.command(name="consume")(consume_cmd.consume)
 app.command(name="demo")(demo.demo)
+app.add_typer(reassign_cmd.app, name="reassign")
+app.command(name="elect-leaders")(elect_cmd.elect_leaders)
+app.command(name="preferred-leader-election")(elect_cmd.preferred_leader_election)
 
 
 def main() -> None:

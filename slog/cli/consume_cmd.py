@@ -100,6 +100,10 @@ def consume(
     fmt: Annotated[str, typer.Option(
         "--format", "-f", help="kcat-style: %k key, %v value, %p partition, %o offset, "
         "%t topic, %T timestamp, %h headers.")] = "%v\\n",
+    group: Annotated[str | None, typer.Option(
+        "--group", "-G", help="Consume as a member of this consumer group: the group assigns "
+        "partitions and offsets are committed; --offset only applies where the group has "
+        "none.")] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: LongOutputOption = OutputFormat.table,
 ) -> None:
@@ -118,6 +122,15 @@ def consume(
         fail("--max-messages cannot be negative", code=EXIT_USAGE)
     seen = 0
     if max_messages == 0:
+        return
+    if group is not None:
+        if partition:
+            fail("--partition and --group exclude each other: the group assigns partitions",
+                 code=EXIT_USAGE)
+        if mode not in ("beginning", "end"):
+            fail("with --group, --offset is beginning or end (where the group has no offset)",
+                 code=EXIT_USAGE)
+        _consume_group(topics, group, mode, max_messages, exit_at_end, fmt, bootstrap, output)
         return
     with client_errors(bootstrap):
         consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli")
@@ -160,3 +173,86 @@ def consume(
         finally:
             sys.stdout.flush()
             consumer.close()
+
+
+def _print(record: Any, fmt: str, output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        print_json_line(as_json(record))
+    else:
+        sys.stdout.write(render(fmt, record))
+
+
+class _Printed:
+    """Offsets after the last printed record per partition: what the CLI commits,
+    rather than what poll() fetched ahead."""
+
+    def __init__(self) -> None:
+        self.next: dict[Any, int] = {}
+        self.consumer: Any = None
+
+    def commit(self, partitions: Any = None, *, asynchronous: bool = False) -> None:
+        wanted = {tp: o for tp, o in self.next.items()
+                  if partitions is None or tp in partitions}
+        if wanted:
+            self.consumer.commit(wanted, asynchronous=asynchronous)
+
+    # The group's rebalance listener: settle a partition before it goes.
+    def on_partitions_revoked(self, partitions: set[Any]) -> None:
+        self.commit(partitions)
+        self.on_partitions_lost(partitions)
+
+    def on_partitions_lost(self, partitions: set[Any]) -> None:
+        for tp in partitions:
+            self.next.pop(tp, None)
+
+    def on_partitions_assigned(self, partitions: set[Any]) -> None:
+        pass
+
+
+def _consume_group(topics: list[str], group: str, mode: str, max_messages: int | None,
+                   exit_at_end: bool, fmt: str, bootstrap: str, output: OutputFormat) -> None:
+    """As a group member: commit what was printed; -e stops once every assigned
+    partition is at its end."""
+    from slog.client import Consumer, TopicPartition
+    from slog.client.offsets import list_offsets
+
+    seen = 0
+    printed = _Printed()
+    with client_errors(bootstrap):
+        consumer = Consumer(bootstrap, group_id=group, client_id="slog-cli",
+                            enable_auto_commit=False,
+                            auto_offset_reset="earliest" if mode == "beginning" else "latest")
+        printed.consumer = consumer
+        try:
+            meta = consumer.cluster.refresh_metadata(topics)
+            for topic in topics:
+                entry = meta.topics.get(topic)
+                if entry is None or entry.error_code or not entry.partitions:
+                    fail(f"topic {topic!r} does not exist",
+                         hint="list topics with `slog topic list`", code=EXIT_NOT_FOUND)
+            consumer.subscribe(topics, listener=printed)  # type: ignore[arg-type]
+            ends: dict[Any, int] = {}
+            while max_messages is None or seen < max_messages:
+                for record in consumer.poll(timeout_ms=200):
+                    _print(record, fmt, output)
+                    printed.next[TopicPartition(record.topic, record.partition)] = \
+                        record.offset + 1
+                    seen += 1
+                    if max_messages is not None and seen >= max_messages:
+                        break
+                sys.stdout.flush()
+                printed.commit(asynchronous=True)
+                assigned = consumer.assignment()
+                if exit_at_end and assigned:
+                    if set(ends) != assigned:
+                        ends = {tp: r.offset for tp, r in list_offsets(
+                            consumer.cluster, dict.fromkeys(assigned, "latest")).items()}
+                    if all(printed.next.get(tp, consumer.position(tp)) >= ends[tp]
+                           for tp in assigned):
+                        break
+            printed.commit()
+        except KeyboardInterrupt:
+            printed.commit()
+        finally:
+            sys.stdout.flush()
+            consumer.close()  # leaves the group

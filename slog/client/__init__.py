@@ -15,6 +15,10 @@ module                 job
 ``fetcher``            pipelined Fetch requests and lazy record decoding
 ``offsets``            ListOffsets (consumer resets and admin)
 ``consumer``           :class:`Consumer`
+``group``              consumer-group membership: join, heartbeat, rebalance listener
+``assignors``          range, roundrobin, sticky and cooperative-sticky
+``group_requests``     FindCoordinator, OffsetCommit/OffsetFetch, group API versions
+``group_admin``        :class:`GroupAdmin`: list, describe, offsets, delete groups
 ``admin``              :class:`Admin`
 ``errors``, ``types``  Kafka errors and value types
 =====================  ==========================================================
@@ -28,6 +32,9 @@ from slog.client.errors import (
     KafkaTimeoutError,
     ProduceError,
 )
+from slog.client.group import RebalanceListener
+from slog.client.group_admin import GroupAdmin, GroupDescription, GroupListing
+from slog.client.group_requests import OffsetAndMetadata
 from slog.client.producer import DeliveryFuture, Producer
 from slog.client.types import (
     ConsumerRecord,
@@ -43,12 +50,17 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "DeliveryFuture",
+    "GroupAdmin",
+    "GroupDescription",
+    "GroupListing",
     "KafkaError",
     "KafkaTimeoutError",
     "NewTopic",
+    "OffsetAndMetadata",
     "OffsetAndTimestamp",
     "ProduceError",
     "Producer",
+    "RebalanceListener",
     "RecordMetadata",
     "TopicPartition",
 ]

@@ -9,15 +9,17 @@ and its ``results`` holds the results of the items that worked, in the shape
 the method would have returned.
 
 Requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
-IncrementalAlterConfigs) go to the controller named in fresh metadata and are
-retried once after NOT_CONTROLLER. Everything else goes to any broker, or to
-partition leaders for ListOffsets.
+IncrementalAlterConfigs, AlterPartitionReassignments, ElectLeaders) go to the
+controller named in fresh metadata and are retried once after NOT_CONTROLLER.
+Everything else goes to any broker, or to partition leaders for ListOffsets.
+For elections, ELECTION_NOT_NEEDED is an outcome, not a failure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from slog.client.cluster import ClusterClient
 from slog.client.errors import KafkaError, raise_for_items
@@ -36,7 +38,7 @@ from slog.client.types import (
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 
-__all__ = ["Admin"]
+__all__ = ["Admin", "ElectionResult", "PartitionReassignment"]
 
 RESOURCE_TOPIC = 2
 OP_SET, OP_DELETE = 0, 1
@@ -53,6 +55,36 @@ CONFIG_SOURCES = {
 }
 _NOT_CONTROLLER = int(ErrorCode.not_controller)
 _UNKNOWN_TOPIC = int(ErrorCode.unknown_topic_or_partition)
+_ELECTION_NOT_NEEDED = int(ErrorCode.election_not_needed)
+ELECTION_TYPES = {"preferred": 0, "unclean": 1}
+
+
+@dataclass(frozen=True)
+class PartitionReassignment:
+    """A reassignment in progress: ``replicas`` is the full current list."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ElectionResult:
+    """Partitions that got a new leader, and those whose leader was already right."""
+
+    elected: list[TopicPartition] = field(default_factory=list)
+    not_needed: list[TopicPartition] = field(default_factory=list)
+
+
+def _replicas(target: Sequence[int] | None) -> list[int] | None:
+    return None if target is None else list(target)
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    grouped: dict[str, list[int]] = {}
+    for topic, partition in partitions:  # TopicPartition or a plain (topic, partition)
+        grouped.setdefault(topic, []).append(partition)
+    return grouped
 
 
 def _item_errors(rows: Iterable[Any], name: Callable[[Any], str]) -> dict[str, KafkaError]:
@@ -192,20 +224,27 @@ class Admin:
     # -- configs ---------------------------------------------------------------------
     def describe_configs(self, topic: str) -> dict[str, ConfigEntry]:
         """Every config of ``topic`` with its value and where it comes from."""
+        return self.describe_topic_configs([topic])[topic]
+
+    def describe_topic_configs(self, topics: Iterable[str], keys: Iterable[str] | None = None
+                               ) -> dict[str, dict[str, ConfigEntry]]:
+        """The configs (all, or just ``keys``) of several topics in one request."""
+        wanted = None if keys is None else list(keys)
         body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": topic,
-                               "configuration_keys": None}],
+                               "configuration_keys": wanted} for topic in topics],
                 "include_synonyms": False, "include_documentation": False}
         response = self._cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
-        [result] = response.results
-        if result.error_code:
-            raise KafkaError.for_code(result.error_code, result.error_message, item=topic)
-        return {
-            c.name: ConfigEntry(
-                name=c.name, value=c.value,
-                source=CONFIG_SOURCES.get(getattr(c, "config_source", 0), "UNKNOWN"),
-                read_only=c.read_only, sensitive=c.is_sensitive)
-            for c in result.configs
+        found = {
+            r.resource_name: {
+                c.name: ConfigEntry(
+                    name=c.name, value=c.value,
+                    source=CONFIG_SOURCES.get(getattr(c, "config_source", 0), "UNKNOWN"),
+                    read_only=c.read_only, sensitive=c.is_sensitive)
+                for c in r.configs}
+            for r in response.results if not r.error_code
         }
+        raise_for_items(_item_errors(response.results, lambda r: r.resource_name), found)
+        return found
 
     def alter_configs(self, topic: str, set: Mapping[str, str] | None = None,
                       delete: Iterable[str] = (), validate_only: bool = False) -> None:
@@ -219,6 +258,79 @@ class Admin:
         response = self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,
                                        lambda r: r.responses)
         raise_for_items(_item_errors(response.responses, lambda r: r.resource_name))
+
+    # -- reassignments and elections ---------------------------------------------------
+    def alter_partition_reassignments(
+            self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> None:
+        """Move partitions to new replica lists; a target of None cancels a reassignment.
+
+        Returns once the controller has accepted them; the data moves in the
+        background (see ``list_partition_reassignments``).
+        """
+        body = {"timeout": self.timeout_ms, "topics": [
+            {"name": topic, "partitions": [
+                {"partition_index": p, "replicas": _replicas(targets[TopicPartition(topic, p)])}
+                for p in numbers]}
+            for topic, numbers in _by_topic(targets).items()]}
+        response = self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body,
+                                       lambda r: [r])
+        if response.error_code:
+            raise KafkaError.for_code(response.error_code, response.error_message)
+        failures: dict[str, KafkaError] = {}
+        for t in response.responses:
+            for p in t.partitions:
+                if p.error_code:
+                    item = str(TopicPartition(t.name, p.partition_index))
+                    failures[item] = KafkaError.for_code(p.error_code, p.error_message, item=item)
+        raise_for_items(failures)
+
+    def list_partition_reassignments(self, partitions: Iterable[TopicPartition] | None = None
+                                     ) -> dict[TopicPartition, PartitionReassignment]:
+        """Reassignments in progress (of ``partitions``, or all of them)."""
+        topics = None if partitions is None else [
+            {"name": topic, "partition_indexes": numbers}
+            for topic, numbers in _by_topic(partitions).items()]
+        response = self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                                       {"timeout": self.timeout_ms, "topics": topics},
+                                       lambda r: [r])
+        if response.error_code:
+            raise KafkaError.for_code(response.error_code, response.error_message)
+        return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in response.topics for p in t.partitions}
+
+    def elect_leaders(self, election_type: Literal["preferred", "unclean"] = "preferred",
+                      partitions: Iterable[TopicPartition] | None = None) -> ElectionResult:
+        """Preferred (back to the first replica) or unclean (any live replica of an
+        offline partition) elections, for ``partitions`` or every partition.
+
+        With ``partitions=None`` the broker reports only partitions that needed
+        an election. Failures raise as the module says, with the result attached.
+        """
+        if election_type not in ELECTION_TYPES:
+            raise ValueError(f"election_type must be one of {sorted(ELECTION_TYPES)}")
+        topics = None if partitions is None else [
+            {"topic": topic, "partitions": numbers}
+            for topic, numbers in _by_topic(partitions).items()]
+        body = {"election_type": ELECTION_TYPES[election_type], "topic_partitions": topics,
+                "timeout": self.timeout_ms}
+        response = self._to_controller(ApiKey.ELECT_LEADERS, body, lambda r: [r])
+        if getattr(response, "error_code", 0):
+            raise KafkaError.for_code(response.error_code)
+        result = ElectionResult()
+        failures: dict[str, KafkaError] = {}
+        for topic in response.replica_election_results:
+            for p in topic.partition_result:
+                tp = TopicPartition(topic.topic, p.partition_id)
+                if p.error_code == 0:
+                    result.elected.append(tp)
+                elif p.error_code == _ELECTION_NOT_NEEDED:
+                    result.not_needed.append(tp)
+                else:
+                    failures[str(tp)] = KafkaError.for_code(p.error_code, p.error_message,
+                                                            item=str(tp))
+        raise_for_items(failures, result)
+        return result
 
     # -- offsets and cluster -----------------------------------------------------------
     def list_offsets(self, specs: Mapping[TopicPartition, OffsetSpec], *,

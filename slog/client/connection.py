@@ -53,6 +53,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     ApiKey.INIT_PRODUCER_ID: 4,
     ApiKey.DESCRIBE_CLUSTER: 1,
+    ApiKey.ELECT_LEADERS: 2,  # v1+: election type (unclean)
 }
 
 

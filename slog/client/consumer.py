@@ -11,11 +11,22 @@ Single-threaded like Kafka's consumer: all network work happens inside
 ``poll()``, which also sends the next Fetch before returning records so it is
 in flight while the caller works (see :mod:`slog.client.fetcher`).
 
+Groups. With a ``group_id``, ``subscribe()`` joins the consumer group and the
+group assigns the partitions (see :mod:`slog.client.group`); offsets are
+committed to the group automatically every ``auto_commit_interval_ms`` or by
+``commit()``. Example::
+
+    consumer = Consumer("127.0.0.1:9092", group_id="billing",
+                        auto_offset_reset="earliest")
+    consumer.subscribe(["orders"])
+    for record in consumer:
+        handle(record)
+
 Positions. A partition without a position gets one on the next poll: from the
-``committed_offsets`` hook if one is given (group membership will plug in
-here) and it knows an offset, else from ``auto_offset_reset`` ("earliest",
-"latest", or "none" to raise). The same happens when a fetch position falls
-outside the log (OFFSET_OUT_OF_RANGE).
+group's committed offset (or the ``committed_offsets`` hook) if there is one,
+else from ``auto_offset_reset`` ("earliest", "latest", or "none" to raise).
+The same happens when a fetch position falls outside the log
+(OFFSET_OUT_OF_RANGE).
 
 Kafka defaults, except ``max_poll_records`` (Kafka: 500), which is raised to
 10,000 here because per-poll overhead matters more in Python.
@@ -25,12 +36,16 @@ transactions are not filtered out (slog has no transactions).
 
 from __future__ import annotations
 
+import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from slog.client.assignors import make_assignors
 from slog.client.cluster import ClusterClient
 from slog.client.errors import KafkaError, OffsetOutOfRangeError
 from slog.client.fetcher import Fetcher
+from slog.client.group import ConsumerGroup, GroupMetadata, RebalanceListener
+from slog.client.group_requests import OffsetAndMetadata
 from slog.client.offsets import READ_COMMITTED, READ_UNCOMMITTED, list_offsets
 from slog.client.subscription import SubscriptionState
 from slog.client.types import ConsumerRecord, OffsetAndTimestamp, TopicPartition
@@ -61,6 +76,15 @@ class Consumer:
         client_id: str = "slog-consumer",
         subscription: SubscriptionState | None = None,
         committed_offsets: CommittedOffsets | None = None,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        partition_assignment_strategy: Iterable[str] = ("range", "cooperative-sticky"),
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        metadata_max_age_ms: int = 300_000,
     ):
         if auto_offset_reset not in RESET_STRATEGIES:
             raise ValueError(f"auto_offset_reset must be one of {RESET_STRATEGIES}")
@@ -86,10 +110,79 @@ class Consumer:
             retry_backoff_ms=retry_backoff_ms)
         self._metadata_next = 0.0
         self._closed = False
+        self._group: ConsumerGroup | None = None
+        if group_id is not None:
+            self._group = ConsumerGroup(
+                self._cluster, self._subs, self._fetcher.discard, group_id=group_id,
+                group_instance_id=group_instance_id, client_id=client_id,
+                session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                assignors=make_assignors(list(partition_assignment_strategy)),
+                enable_auto_commit=enable_auto_commit,
+                auto_commit_interval_ms=auto_commit_interval_ms,
+                retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
+                metadata_max_age_ms=metadata_max_age_ms)
+            if committed_offsets is None:
+                self._committed = self._group.committed_offsets
+
+    # -- group membership ----------------------------------------------------------------
+    def subscribe(self, topics: Iterable[str] | None = None, *,
+                  pattern: str | re.Pattern[str] | None = None,
+                  listener: RebalanceListener | None = None) -> None:
+        """Join the group and consume the partitions it assigns: of ``topics``, or of
+        every topic whose whole name matches ``pattern`` (new ones included)."""
+        if self._group is None:
+            raise ValueError("subscribe() needs a group_id; use assign() without a group")
+        if (topics is None) == (pattern is None):
+            raise ValueError("subscribe to topics or to a pattern, not both")
+        if self._subs.assignment() and not self._group.subscription:
+            raise ValueError("assign() and subscribe() cannot be mixed; unsubscribe() first")
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self._group.subscribe(None if topics is None else list(topics), compiled, listener)
+
+    def unsubscribe(self) -> None:
+        """Give up the assigned partitions (the listener hears of it) and leave the group."""
+        if self._group is not None:
+            self._group.unsubscribe()
+
+    def subscribed_topics(self) -> set[str]:
+        """The topics the group assigns from (a pattern's current matches)."""
+        return self._group.subscription if self._group is not None else set()
+
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
+               *, asynchronous: bool = False,
+               callback: Callable[..., None] | None = None) -> None:
+        """Commit ``offsets`` (default: the position of every assigned partition, i.e. what
+        poll() has returned). Synchronous by default; ``asynchronous=True`` returns at
+        once and calls ``callback(offsets, error_or_None)`` from a later poll()."""
+        group = self._require_group()
+        values = None if offsets is None else {
+            TopicPartition(*tp): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(v)
+            for tp, v in offsets.items()}
+        if asynchronous:
+            group.commit_async(values, callback)
+        else:
+            group.commit_sync(values)
+
+    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]]
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None where there is none)."""
+        return self._require_group().committed([TopicPartition(*tp) for tp in partitions])
+
+    def group_metadata(self) -> GroupMetadata:
+        """Group id, generation, member id and instance id (generation -1 until joined)."""
+        return self._require_group().metadata()
+
+    def _require_group(self) -> ConsumerGroup:
+        if self._group is None:
+            raise ValueError("this needs a consumer with a group_id")
+        return self._group
 
     # -- assignment and positions -----------------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions (replacing any earlier assignment)."""
+        if self._group is not None and self._group.subscription:
+            raise ValueError("assign() and subscribe() cannot be mixed; unsubscribe() first")
         tps = [TopicPartition(*tp) for tp in partitions]
         for tp in self._subs.assignment() - set(tps):
             self._fetcher.discard(tp)
@@ -176,10 +269,14 @@ class Consumer:
             left = deadline - time.monotonic()
             if left <= 0:
                 return []
+            if self._group is not None:  # look at the group again soon
+                left = min(left, self._group.wait_slice())
             fetcher.wait(left)
 
     def _housekeeping(self) -> None:
         fetcher = self._fetcher
+        if self._group is not None:
+            self._group.poll()
         if fetcher.out_of_range:
             tps, fetcher.out_of_range = fetcher.out_of_range, []
             for tp in tps:
@@ -257,6 +354,8 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        if self._group is not None:
+            self._group.close()
         self._fetcher.close()
         self._cluster.close()
 

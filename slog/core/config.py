@@ -97,6 +97,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "unclean.leader.election.enable", "unclean.leader.election.enable", "false", _bool
         ),
         ConfigDef("preallocate", "log.preallocate", "true", _bool),
+        ConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms",
+                  str(24 * 3600 * 1000), _int(0)),
         ConfigDef(
             "compression.type",
             "compression.type",
@@ -125,6 +127,15 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "offsets.topic.num.partitions": ("50", _int(1)),
     "offsets.topic.replication.factor": ("3", _int(1)),
     "group.max.size": ("2147483647", _int(1)),
+    "group.min.session.timeout.ms": ("6000", _int(1)),
+    "group.max.session.timeout.ms": ("1800000", _int(1)),
+    "offsets.topic.segment.bytes": (str(100 * 1024 * 1024), _int(14)),
+    "offsets.commit.timeout.ms": ("5000", _int(1)),
+    "offsets.retention.minutes": ("10080", _int(1)),
+    "offsets.retention.check.interval.ms": ("600000", _int(1)),
+    "offset.metadata.max.bytes": ("4096", _int(0)),
+    "log.cleaner.enable": ("true", _bool),
+    "log.cleaner.backoff.ms": ("15000", _int(0)),
     "metadata.poll.interval.ms": ("50", _int(1)),
 }
 

@@ -31,7 +31,7 @@ from slog.core.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from slog.core.checkpoint import TEMP_SUFFIX
+from slog.core.checkpoint import TEMP_SUFFIX, fsync_dir
 from slog.core.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
@@ -688,6 +688,47 @@ class PartitionLog:
         self._log_start_offset = max(self._log_start_offset, self._bases[0])
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         return len(victims)
+
+    # ================================================================= compaction
+
+    def replace_segment(self, old: LogSegment, cleaned: Path | None) -> bool:
+        """Swap a closed segment for the log cleaner's rewrite of it.
+
+        ``cleaned`` holds a subset of ``old``'s batches at their original
+        offsets; it replaces ``old``'s file in one rename, so a crash leaves
+        either version (indexes are rebuilt from the file). ``cleaned=None``
+        drops a segment that ended up empty (never the first one: it carries
+        the log start). False, with nothing changed, if ``old`` is no longer a
+        closed segment of this log (retention, truncation or a roll raced us).
+        """
+        with self._lock, self._disk_errors:
+            self._check_open()
+            index = next((i for i, s in enumerate(self._segments) if s is old), None)
+            if index is None or index == len(self._segments) - 1:
+                if cleaned is not None:
+                    cleaned.unlink(missing_ok=True)
+                return False
+            if cleaned is None:
+                if index == 0:
+                    raise ValueError("the first segment cannot be dropped, only emptied")
+                old.delete()
+                del self._segments[index]
+                del self._bases[index]
+                return True
+            old.close()
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                old.log_path.with_suffix(suffix).unlink(missing_ok=True)
+            os.replace(cleaned, old.log_path)
+            fsync_dir(self._directory)
+            segment = LogSegment.open(self._directory, old.base_offset, self._config,
+                                      now_ms=self._now_ms())
+            segment.recover(
+                min_offset=self._segments[index - 1].next_offset if index else 0,
+                next_segment_base=self._bases[index + 1],
+            )
+            segment.seal()
+            self._segments[index] = segment
+            return True
 
     # ================================================================= lifecycle
 

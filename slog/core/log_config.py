@@ -74,6 +74,7 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "cleanup.policy": ("cleanup_policy", _parse_str),
     "max.message.bytes": ("max_message_bytes", _parse_int),
     "message.timestamp.type": ("message_timestamp_type", _parse_str),
+    "delete.retention.ms": ("delete_retention_ms", _parse_int),
 }
 
 TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS)
@@ -95,6 +96,7 @@ class LogConfig:
     cleanup_policy: str = "delete"
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    delete_retention_ms: int = DAY_MS  # how long the cleaner keeps tombstones
 
     def __post_init__(self) -> None:
         self._check_range("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
@@ -108,6 +110,7 @@ class LogConfig:
         if self.flush_ms is not None:
             self._check_range("flush.ms", self.flush_ms, 0, INT64_MAX)
         self._check_range("max.message.bytes", self.max_message_bytes, 0, INT32_MAX)
+        self._check_range("delete.retention.ms", self.delete_retention_ms, 0, INT64_MAX)
         if not isinstance(self.preallocate, bool):
             raise ValueError(f"invalid value {self.preallocate!r} for configuration preallocate")
         policies = self.cleanup_policies
@@ -134,6 +137,10 @@ class LogConfig:
     @property
     def cleanup_policies(self) -> frozenset[str]:
         return frozenset(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policies
 
     @property
     def delete_enabled(self) -> bool:

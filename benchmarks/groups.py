@@ -1,0 +1,217 @@
+"""Consumer groups: rebalance latency, group consume throughput, ``slog group describe``.
+
+One broker is started here (``slog.broker.daemon``, temp data dir) with
+``group.initial.rebalance.delay.ms=0`` (slog's default) and a short minimum
+session timeout. Three measurements:
+
+* **Rebalance latency** for 1, 2, 4, 8 and 16 slog consumers on a
+  16-partition topic (range assignor): N-1 consumers form a stable group, then
+  the N-th subscribes; the figure is the time from that ``subscribe()`` to
+  every member holding its share of the new generation (all partitions
+  assigned, disjointly, each member with at least one, all in one
+  generation), as seen through ``assignment()``. Each consumer polls in its
+  own thread; ``heartbeat_interval_ms`` is 50, which bounds how soon the
+  existing members hear of the rebalance (Kafka's classic protocol tells
+  them only in a heartbeat response). Median of ``--runs`` runs. Target:
+  median < 200 ms for 8 consumers.
+* **Group consume throughput**: ``--records`` 100-byte records on 6
+  partitions, read by 3 slog consumer *processes* in one group (join time
+  included), against one process with all 6 partitions ``assign()``-ed.
+  records/s, median of ``--runs``.
+* **``slog group describe``** of 200 groups (each with offsets committed on a
+  3-partition topic): wall time of the real command as a subprocess
+  (interpreter start-up included) and of the same work in-process. Target:
+  < 2 s.
+
+Usage::
+
+    python benchmarks/groups.py [--quick] [--runs N] [--records N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from slog.broker.daemon import start_daemon, stop_daemon  # noqa: E402
+from slog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
+from tests.brokers import free_port  # noqa: E402
+
+BROKER = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100"}
+SIZES = (1, 2, 4, 8, 16)
+LATENCY_PARTITIONS = 16
+VALUE = b"v" * 100
+FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 50, "fetch_max_wait_ms": 100,
+        "auto_offset_reset": "earliest"}
+
+
+class Member(threading.Thread):
+    """A group consumer polling in its own thread until stopped."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, index: int):
+        super().__init__(daemon=True)
+        self.consumer = Consumer(bootstrap, group_id=group, client_id=f"m{index:02d}", **FAST)
+        self.topic = topic
+        self.stopped = threading.Event()
+        self.subscribed_at = 0.0
+
+    def run(self) -> None:
+        self.subscribed_at = time.perf_counter()
+        self.consumer.subscribe([self.topic])
+        while not self.stopped.is_set():
+            self.consumer.poll(20)
+        self.consumer.close()
+
+
+def settled(members: list[Member], partitions: int) -> bool:
+    """Every member holds its share of one generation, and together they hold all."""
+    generations = {m.consumer.group_metadata().generation_id for m in members}
+    owned = [m.consumer.assignment() for m in members]
+    every = [tp for parts in owned for tp in parts]
+    return len(generations) == 1 and all(owned) and len(every) == len(set(every)) == partitions
+
+
+def wait(condition: Any, timeout_s: float = 30.0) -> float:
+    deadline = time.perf_counter() + timeout_s
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("the group did not settle")
+        time.sleep(0.001)
+    return time.perf_counter()
+
+
+def rebalance_latency(bootstrap: str, topic: str, size: int, run: int) -> float:
+    group = f"latency-{size}-{run}"
+    members = [Member(bootstrap, group, topic, i) for i in range(size - 1)]
+    try:
+        for member in members:
+            member.start()
+        if members:
+            wait(lambda: settled(members, LATENCY_PARTITIONS))
+        last = Member(bootstrap, group, topic, size - 1)
+        members.append(last)
+        last.start()
+        done = wait(lambda: last.subscribed_at and settled(members, LATENCY_PARTITIONS))
+        return done - last.subscribed_at
+    finally:
+        for member in members:
+            member.stopped.set()
+        for member in members:
+            member.join(10)
+
+
+# -- throughput -------------------------------------------------------------------------
+def _reader(bootstrap: str, topic: str, group: str | None, partitions: list[int], total: int,
+            counter: Any, lock: Any) -> None:
+    consumer = Consumer(bootstrap, group_id=group, **{**FAST, "fetch_max_wait_ms": 500})
+    if group is None:
+        consumer.assign([TopicPartition(topic, p) for p in partitions])
+    else:
+        consumer.subscribe([topic])
+    while counter.value < total:
+        records = consumer.poll(100)
+        if records:
+            with lock:
+                counter.value += len(records)
+    consumer.close()
+
+
+def throughput(bootstrap: str, topic: str, total: int, processes: int, group: str | None
+               ) -> float:
+    context = multiprocessing.get_context("fork")
+    counter, lock = context.Value("q", 0, lock=False), context.Lock()
+    shares = [[p for p in range(6) if group is not None or p % processes == i]
+              for i in range(processes)]
+    workers = [context.Process(target=_reader, args=(bootstrap, topic, group, share, total,
+                                                     counter, lock)) for share in shares]
+    start = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+    elapsed = time.perf_counter() - start
+    if counter.value < total:
+        raise RuntimeError(f"read {counter.value} of {total}")
+    return total / elapsed
+
+
+# -- describe -----------------------------------------------------------------------------
+def describe_200(bootstrap: str) -> tuple[float, float]:
+    from slog.cli.group_cmd import _Clients, _offset_rows
+
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic("described", 3)])
+    groups = [f"g{i:03d}" for i in range(200)]
+    tps = [TopicPartition("described", p) for p in range(3)]
+    for group in groups:
+        with Consumer(bootstrap, group_id=group) as consumer:
+            consumer.commit(dict.fromkeys(tps, 0))
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-m", "slog.cli", "group", "describe", *groups,
+                             "-b", bootstrap, "-o", "json"], capture_output=True, text=True)
+    command = time.perf_counter() - start
+    if result.returncode != 0 or result.stdout.count('"group"') != 600:
+        raise RuntimeError(f"describe failed: {result.stderr[-500:]}")
+    start = time.perf_counter()
+    with _Clients(bootstrap) as clients:
+        rows = _offset_rows(clients, clients.groups.describe_groups(groups))
+    in_process = time.perf_counter() - start
+    assert len(rows) == 600
+    return command, in_process
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--records", type=int, default=None)
+    args = parser.parse_args()
+    runs = 3 if args.quick and args.runs == 5 else args.runs
+    total = args.records or (100_000 if args.quick else 600_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir, port = Path(tmp) / "data", free_port()
+        bootstrap = f"127.0.0.1:{port}"
+        start_daemon(1, data_dir, bootstrap, BROKER)
+        try:
+            with Admin(bootstrap) as admin:
+                admin.create_topics([NewTopic("latency", LATENCY_PARTITIONS),
+                                     NewTopic("throughput", 6)])
+            with Producer(bootstrap, acks=1) as producer:
+                for i in range(total):
+                    producer.send("throughput", VALUE, partition=i % 6)
+                producer.flush()
+            print(f"rebalance latency, {LATENCY_PARTITIONS} partitions, range, "
+                  f"heartbeat 50 ms (median of {runs})")
+            for size in SIZES:
+                samples = [rebalance_latency(bootstrap, "latency", size, r) for r in range(runs)]
+                print(f"  {size:2d} consumers: {statistics.median(samples) * 1000:6.0f} ms"
+                      f"   (min {min(samples) * 1000:.0f}, max {max(samples) * 1000:.0f})")
+            print(f"group consume, {total:,} records of 100 bytes on 6 partitions "
+                  f"(median of {runs})")
+            group = statistics.median(throughput(bootstrap, "throughput", total, 3, f"tp-{r}")
+                                      for r in range(runs))
+            single = statistics.median(throughput(bootstrap, "throughput", total, 1, None)
+                                       for _ in range(runs))
+            print(f"  3 consumers in a group: {group:12,.0f} records/s")
+            print(f"  1 consumer, assign():   {single:12,.0f} records/s   "
+                  f"(group / single = {group / single:.2f}x)")
+            command, in_process = describe_200(bootstrap)
+            print(f"slog group describe, 200 groups x 3 partitions: {command:.2f} s as a "
+                  f"command, {in_process:.2f} s in-process (target < 2 s)")
+        finally:
+            stop_daemon(1, data_dir)
+
+
+if __name__ == "__main__":
+    main()

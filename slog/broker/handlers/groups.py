@@ -1,0 +1,335 @@
+"""Consumer-group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete.
+
+Each handler translates between the request's version and the coordinator
+(:mod:`slog.groups.coordinator`), which answers JoinGroup, SyncGroup and
+OffsetCommit through callbacks; those handlers await a future the callback
+resolves. FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka
+does: directly on the controller, otherwise by asking the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from slog.broker.dispatcher import RequestContext
+from slog.broker.handlers.common import NONE, code
+from slog.broker.offsets_topic import offsets_topic_spec
+from slog.groups.coordinator import GroupCoordinator
+from slog.groups.group import GroupSummary
+from slog.groups.member import Errors
+from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
+from slog.groups.placement import OFFSETS_TOPIC, partition_for
+from slog.protocol.apis import ApiKey, request_class
+from slog.protocol.codec import encode_request
+from slog.protocol.shapes import millis, shape
+
+log = logging.getLogger("slog.groups")
+
+T = TypeVar("T")
+KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
+NO_AUTHORIZED_OPERATIONS = -(2**31)
+# READ, DELETE and DESCRIBE: what a client may do to a group when there are no ACLs.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+NO_OFFSET = -1
+
+
+def _coordinator(ctx: RequestContext) -> GroupCoordinator:
+    return ctx.broker.groups  # type: ignore[return-value]
+
+
+def _err(error: Errors) -> int:
+    return code(error.value)
+
+
+async def _answer(register: Callable[[Callable[[T], None]], None]) -> T:
+    """Call ``register(callback)`` and wait for the callback's argument."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+    def resolve(value: T) -> None:
+        if not future.done():
+            future.set_result(value)
+
+    register(resolve)
+    return await future
+
+
+def _client_host(ctx: RequestContext) -> str:
+    return "/" + ctx.peer.rpartition(":")[0]
+
+
+# -- FindCoordinator ----------------------------------------------------------------------
+_forwarding: set[int] = set()  # brokers with a CreateTopics for the offsets topic in flight
+
+
+async def _ask_controller_to_create(ctx: RequestContext) -> None:
+    """Not the controller: send it a CreateTopics for the offsets topic and move on."""
+    broker = ctx.broker
+    controller = broker.image.brokers.get(broker.image.controller_id)
+    if controller is None or broker.broker_id in _forwarding:
+        return
+    _forwarding.add(broker.broker_id)
+    spec = offsets_topic_spec(broker.config, len(broker.image.live_brokers()))
+    body = shape(request_class(ApiKey.CREATE_TOPICS, 5), {
+        "topics": [{"name": spec.name, "num_partitions": spec.num_partitions,
+                    "replication_factor": spec.replication_factor, "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in spec.configs.items()]}],
+        "timeout": 5000, "validate_only": False})
+    try:
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(controller.host, controller.port), 5)
+        try:
+            writer.write(encode_request(body, correlation_id=1,
+                                        client_id=f"broker-{broker.broker_id}"))
+            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
+            await asyncio.wait_for(reader.readexactly(size), 10)
+        finally:
+            writer.close()
+    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+        log.info("asking the controller to create %s failed: %s", OFFSETS_TOPIC, exc)
+    finally:
+        _forwarding.discard(broker.broker_id)
+
+
+def _create_offsets_topic(ctx: RequestContext) -> None:
+    broker = ctx.broker
+    spec = offsets_topic_spec(broker.config, len(broker.image.live_brokers()))
+    if broker.controller is not None:
+        [outcome] = broker.controller.create_topics([spec])
+        log.info("created %s: %s", OFFSETS_TOPIC, outcome)
+    else:
+        asyncio.get_running_loop().create_task(_ask_controller_to_create(ctx))
+
+
+def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
+                             "error_code": NONE, "error_message": None}
+
+    def fail(error: str, message: str) -> dict[str, Any]:
+        entry.update(error_code=code(error), error_message=message)
+        return entry
+
+    if key_type == KEY_TYPE_TRANSACTION:
+        return fail("transactional_id_authorization_failed", "slog has no transactions")
+    if key_type != KEY_TYPE_GROUP:
+        return fail("invalid_request", f"unknown coordinator key type {key_type}")
+    image = ctx.broker.image
+    topic = image.topics.get(OFFSETS_TOPIC)
+    if topic is None or not topic.partitions:
+        _create_offsets_topic(ctx)
+        return fail("coordinator_not_available", f"creating {OFFSETS_TOPIC}")
+    state = topic.partitions.get(partition_for(key, len(topic.partitions)))
+    node = image.brokers.get(state.leader) if state is not None else None
+    if node is None or node.fenced:
+        return fail("coordinator_not_available", "the group's offsets partition has no leader")
+    entry.update(node_id=node.broker_id, host=node.host, port=node.port)
+    return entry
+
+
+async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    if ctx.version >= 4:
+        return {"throttle_time": 0, "coordinators": [
+            _find_one(ctx, key, key_type) for key in request.coordinator_keys]}
+    found = _find_one(ctx, request.key, key_type)
+    del found["key"]
+    return {"throttle_time": 0, **found}
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup ------------------------------------------
+async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    v = ctx.version
+    session = millis(request.session_timeout)
+    rebalance = millis(request.rebalance_timeout) if v >= 1 else session
+    instance = getattr(request, "group_instance_id", None)
+    result = await _answer(lambda cb: _coordinator(ctx).handle_join_group(
+        request.group_id, request.member_id, instance, v >= 4 and instance is None, v >= 9,
+        ctx.header.client_id or "", _client_host(ctx), rebalance, session,
+        request.protocol_type, [(p.name, p.metadata) for p in request.protocols], cb))
+    return {
+        "throttle_time": 0, "error_code": _err(result.error),
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        # Before v7 the name is not nullable.
+        "protocol_name": result.protocol_name if v >= 7 else (result.protocol_name or ""),
+        "leader": result.leader_id, "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                     "metadata": m.metadata} for m in result.members],
+    }
+
+
+async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    protocol_type = getattr(request, "protocol_type", None)
+    protocol_name = getattr(request, "protocol_name", None)
+    if ctx.version >= 5 and (protocol_type is None or protocol_name is None):
+        # Mandatory from v5 on.
+        return {"throttle_time": 0, "error_code": _err(Errors.INCONSISTENT_GROUP_PROTOCOL)}
+    assignments = {a.member_id: a.assignment for a in request.assignments}
+    result = await _answer(lambda cb: _coordinator(ctx).handle_sync_group(
+        request.group_id, request.generation_id, request.member_id, protocol_type,
+        protocol_name, getattr(request, "group_instance_id", None), assignments, cb))
+    return {"throttle_time": 0, "error_code": _err(result.error),
+            "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+            "assignment": result.assignment}
+
+
+async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    error = _coordinator(ctx).handle_heartbeat(
+        request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+        request.generation_id)
+    return {"throttle_time": 0, "error_code": _err(error)}
+
+
+async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if ctx.version < 3:
+        leaving = [(request.member_id, None)]
+    else:
+        leaving = [(m.member_id, m.group_instance_id) for m in request.members]
+    error, errors = _coordinator(ctx).handle_leave_group(request.group_id, leaving)
+    if ctx.version < 3:  # one member: its error is the error
+        single = errors[0] if errors and error is Errors.NONE else error
+        return {"throttle_time": 0, "error_code": _err(single)}
+    return {"throttle_time": 0, "error_code": _err(error), "members": [
+        {"member_id": m, "group_instance_id": i, "error_code": _err(e)}
+        for (m, i), e in zip(leaving, errors, strict=False)]}
+
+
+# -- OffsetCommit / OffsetFetch / OffsetDelete -----------------------------------------------
+def _known(ctx: RequestContext, topic: str, partition: int) -> bool:
+    entry = ctx.broker.image.topics.get(topic)
+    return entry is not None and partition in entry.partitions
+
+
+async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    now = int(time.time() * 1000)
+    retention = millis(getattr(request, "retention_time", None), -1)
+    expire = now + retention if retention >= 0 else None
+    offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+    errors: dict[TopicPartition, Errors] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if not _known(ctx, *tp):
+                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(
+                p.committed_offset, getattr(p, "committed_leader_epoch", NO_EPOCH),
+                p.committed_metadata or "", now, expire)
+    if offsets:
+        errors.update(await _answer(lambda cb: _coordinator(ctx).handle_commit_offsets(
+            request.group_id, request.member_id, getattr(request, "group_instance_id", None),
+            request.generation_id_or_member_epoch, offsets, cb)))
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": _err(errors.get((t.name, p.partition_index), Errors.NONE))}
+            for p in t.partitions]}
+        for t in request.topics]}
+
+
+def _fetched_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
+                    partition_error: Errors = Errors.NONE) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), value in offsets.items():
+        topics.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": NO_OFFSET if value is None else value.offset,
+            "committed_leader_epoch": NO_EPOCH if value is None else value.leader_epoch,
+            "metadata": "" if value is None else value.metadata,
+            "error_code": _err(partition_error)})
+    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
+    wanted = None if topics is None else \
+        [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, offsets = _coordinator(ctx).handle_fetch_offsets(group_id, wanted)
+    if error is not Errors.NONE:
+        if ctx.version < 2:  # no top-level error yet: every partition carries it
+            return {"topics": _fetched_topics(dict.fromkeys(wanted or ()), error),
+                    "error_code": _err(error)}
+        return {"topics": [], "error_code": _err(error)}
+    return {"topics": _fetched_topics(offsets), "error_code": NONE}
+
+
+async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    if ctx.version >= 8:
+        return {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics)}
+            for g in request.groups]}
+    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics)}
+
+
+async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    known = [tp for tp in requested if _known(ctx, *tp)]
+    error, errors = _coordinator(ctx).handle_delete_offsets(request.group_id, known)
+    if error is not Errors.NONE:
+        return {"throttle_time": 0, "error_code": _err(error), "topics": []}
+    return {"throttle_time": 0, "error_code": NONE, "topics": [
+        {"name": t.name, "partitions": [
+            {"partition_index": p.partition_index,
+             "error_code": _err(errors.get((t.name, p.partition_index),
+                                           Errors.UNKNOWN_TOPIC_OR_PARTITION))}
+            for p in t.partitions]}
+        for t in request.topics]}
+
+
+# -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------------
+def _described(group_id: str, error: Errors, summary: GroupSummary, operations: int
+               ) -> dict[str, Any]:
+    failed = error is not Errors.NONE
+    return {
+        "error_code": _err(error), "group_id": group_id,
+        "group_state": "" if failed else summary.state,
+        "protocol_type": "" if failed else summary.protocol_type,
+        "protocol_data": "" if failed else summary.protocol,
+        "members": [] if failed else [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+             "client_id": m.client_id, "client_host": m.client_host,
+             "member_metadata": m.metadata, "member_assignment": m.assignment}
+            for m in summary.members],
+        "authorized_operations": operations,
+    }
+
+
+async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    operations = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) \
+        else NO_AUTHORIZED_OPERATIONS
+    coordinator = _coordinator(ctx)
+    return {"throttle_time": 0, "groups": [
+        _described(g, *coordinator.handle_describe_group(g), operations)
+        for g in request.groups]}
+
+
+async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    error, groups = _coordinator(ctx).handle_list_groups(getattr(request, "states_filter", ()))
+    return {"throttle_time": 0, "error_code": _err(error), "groups": [
+        {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in groups]}
+
+
+async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    errors = _coordinator(ctx).handle_delete_groups(request.groups_names)
+    return {"throttle_time": 0, "results": [
+        {"group_id": g, "error_code": _err(errors[g])} for g in request.groups_names]}
+
+
+HANDLERS = {
+    ApiKey.FIND_COORDINATOR: find_coordinator,
+    ApiKey.JOIN_GROUP: join_group,
+    ApiKey.SYNC_GROUP: sync_group,
+    ApiKey.HEARTBEAT: heartbeat,
+    ApiKey.LEAVE_GROUP: leave_group,
+    ApiKey.OFFSET_COMMIT: offset_commit,
+    ApiKey.OFFSET_FETCH: offset_fetch,
+    ApiKey.OFFSET_DELETE: offset_delete,
+    ApiKey.DESCRIBE_GROUPS: describe_groups,
+    ApiKey.LIST_GROUPS: list_groups,
+    ApiKey.DELETE_GROUPS: delete_groups,
+}

@@ -1,0 +1,143 @@
+"""The broker's side of consumer groups: ``__consumer_offsets`` as the coordinator sees it.
+
+:class:`OffsetsTopicLog` gives the group manager the partitions of
+``__consumer_offsets`` this broker leads (appends as leader, waits for the
+high watermark, replays from the start); :func:`build_group_coordinator`
+wires a :class:`GroupCoordinator` to the broker, including the leadership
+hook (became leader of ``__consumer_offsets-N`` → load, lost it → unload).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from slog.core import batch
+from slog.core.errors import OffsetOutOfRangeError, StorageError
+from slog.core.log import RecordTooLargeError
+from slog.groups.coordinator import GroupConfig, GroupCoordinator
+from slog.groups.manager import GroupMetadataManager, StoreError
+from slog.groups.member import Errors
+from slog.groups.placement import OFFSETS_TOPIC
+from slog.replication.controller import NewTopic
+from slog.replication.partition import Partition, ReplicaError
+
+if TYPE_CHECKING:
+    from slog.broker.broker import Broker
+    from slog.core.config import BrokerConfig
+
+log = logging.getLogger("slog.groups")
+
+LOAD_CHUNK_BYTES = 1024 * 1024
+
+
+class OffsetsTopicLog:
+    """:class:`slog.groups.manager.OffsetsLog` over this broker's replicas."""
+
+    def __init__(self, broker: Broker):
+        self._broker = broker
+        self._commit_timeout_s = broker.config.get_int("offsets.commit.timeout.ms") / 1000
+
+    def partition_count(self) -> int | None:
+        topic = self._broker.image.topics.get(OFFSETS_TOPIC)
+        return len(topic.partitions) if topic is not None and topic.partitions else None
+
+    def is_leader(self, partition: int) -> bool:
+        replicas = self._broker.replicas
+        found = replicas.get(OFFSETS_TOPIC, partition) if replicas is not None else None
+        return found is not None and found.is_leader
+
+    def _leader(self, partition: int) -> Partition:
+        replicas = self._broker.replicas
+        found = replicas.get(OFFSETS_TOPIC, partition) if replicas is not None else None
+        if found is None:
+            raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE, "no such offsets partition")
+        if not found.is_leader:
+            raise StoreError(Errors.NOT_COORDINATOR, "no longer the offsets partition's leader")
+        return found
+
+    def append(self, partition: int, records: bytes) -> int:
+        leader = self._leader(partition)
+        try:
+            result = leader.append_as_leader(records, required_acks=-1, min_insync_replicas=1)
+        except ReplicaError as exc:
+            raise StoreError(Errors.NOT_COORDINATOR if exc.code == "not_leader_or_follower"
+                             else Errors.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
+        except RecordTooLargeError as exc:
+            raise StoreError(Errors.INVALID_COMMIT_OFFSET_SIZE, str(exc)) from exc
+        except StorageError as exc:
+            raise StoreError(Errors.NOT_COORDINATOR, str(exc)) from exc
+        self._broker.replicas.notify()  # followers and readers of the topic wake up
+        return result.base_offset + batch.parse_header(records).last_offset_delta
+
+    def is_committed(self, partition: int, offset: int) -> bool:
+        return self._leader(partition).high_watermark > offset
+
+    async def wait_committed(self, partition: int, offset: int) -> None:
+        deadline = time.monotonic() + self._commit_timeout_s
+        while not self.is_committed(partition, offset):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE,
+                                 "the offsets partition did not replicate in time")
+            await self._broker.replicas.wait_for_data(left)  # type: ignore[union-attr]
+
+    def read(self, partition: int, offset: int) -> tuple[bytes, int]:
+        leader = self._leader(partition)
+        offset = max(offset, leader.log.log_start_offset)
+        try:
+            # Up to the log end, as Kafka loads: a new leader's high watermark may
+            # still lag the records the old leader had already acknowledged.
+            found = leader.read(offset, LOAD_CHUNK_BYTES, committed_only=False)
+        except OffsetOutOfRangeError:
+            return b"", offset
+        return found.tobytes(), found.next_offset
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    return GroupConfig(
+        min_session_timeout_ms=config.get_int("group.min.session.timeout.ms"),
+        max_session_timeout_ms=config.get_int("group.max.session.timeout.ms"),
+        initial_rebalance_delay_ms=config.get_int("group.initial.rebalance.delay.ms"),
+        max_size=config.get_int("group.max.size"),
+        offset_metadata_max_bytes=config.get_int("offset.metadata.max.bytes"),
+        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_ms=config.get_int("offsets.retention.check.interval.ms"),
+    )
+
+
+def offsets_topic_spec(config: BrokerConfig, live_brokers: int) -> NewTopic:
+    """Kafka's settings for the offsets topic; RF capped by the brokers there are."""
+    return NewTopic(
+        OFFSETS_TOPIC,
+        num_partitions=config.get_int("offsets.topic.num.partitions"),
+        replication_factor=max(1, min(config.get_int("offsets.topic.replication.factor"),
+                                      live_brokers)),
+        configs={"cleanup.policy": "compact",
+                 "segment.bytes": config.values["offsets.topic.segment.bytes"],
+                 # 50 partitions preallocating whole segments would take gigabytes.
+                 "preallocate": "false"},
+    )
+
+
+def build_group_coordinator(broker: Broker) -> GroupCoordinator:
+    """The broker's coordinator, hooked to leadership changes of __consumer_offsets."""
+    config = broker.config
+    manager = GroupMetadataManager(OffsetsTopicLog(broker),
+                                   config.get_int("offsets.topic.num.partitions"),
+                                   lambda: int(time.time() * 1000))
+    coordinator = GroupCoordinator(group_config(config), manager)
+
+    def on_role_change(topic: str, partition: int, is_leader: bool) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        if is_leader:
+            manager.on_election(partition)
+        else:
+            manager.on_resignation(partition)
+
+    assert broker.replicas is not None
+    broker.replicas.leadership_listeners.append(on_role_change)
+    return coordinator
+

@@ -1,0 +1,343 @@
+"""``slog group list|describe|reset-offsets|delete``, like kafka-consumer-groups."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from slog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_FAILURE,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    BootstrapOption,
+    client_errors,
+    fail,
+)
+from slog.cli.output import OutputFormat, OutputOption, emit
+
+app = typer.Typer(help="List, describe, reset offsets of and delete consumer groups.",
+                  no_args_is_help=True)
+
+GroupsArgument = Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)]
+INACTIVE = {"Empty", "Dead"}
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
+                       re.IGNORECASE)
+
+
+class _Clients:
+    """One cluster connection shared by the group admin and offset lookups."""
+
+    def __init__(self, bootstrap: str):
+        from slog.client.cluster import ClusterClient
+        from slog.client.group_admin import GroupAdmin
+
+        self.cluster = ClusterClient(bootstrap, client_id="slog-cli")
+        self.groups = GroupAdmin(self.cluster)
+
+    def offsets(self, partitions: list[Any], spec: str | int) -> dict[Any, int]:
+        """``spec`` ("earliest", "latest" or a timestamp) for each partition; -1 if none."""
+        from slog.client.errors import raise_for_items
+        from slog.client.offsets import list_offsets
+
+        if not partitions:
+            return {}
+        found = list_offsets(self.cluster, dict.fromkeys(partitions, spec))
+        raise_for_items({str(tp): r for tp, r in found.items() if isinstance(r, Exception)})
+        return {tp: r.offset for tp, r in found.items()}  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def __enter__(self) -> _Clients:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- list --------------------------------------------------------------------------------
+@app.command("list")
+def list_groups(
+    state: Annotated[str | None, typer.Option(
+        "--state", help="Only groups in these states, e.g. stable,empty.")] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """List consumer groups with their state.
+
+    Example: slog group list --state stable,empty
+    """
+    states = [s.strip() for s in (state or "").split(",") if s.strip()]
+    with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        groups = clients.groups.list_groups(states)
+    emit([{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type,
+           "coordinator": g.coordinator} for g in groups],
+         ["group", "state", "protocol_type"], output)
+
+
+# -- describe ----------------------------------------------------------------------------
+def _state_rows(descriptions: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"group": g, "coordinator": f"{d.coordinator.host}:{d.coordinator.port} "
+                                        f"({d.coordinator.node_id})",
+             "coordinator_id": d.coordinator.node_id, "assignor": d.assignor or None,
+             "state": d.state, "members": len(d.members)}
+            for g, d in descriptions.items()]
+
+
+def _assignment_text(partitions: list[Any]) -> str:
+    by_topic: dict[str, list[str]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(str(tp.partition))
+    return " ".join(f"{t}({','.join(p)})" for t, p in by_topic.items()) or "-"
+
+
+def _member_rows(descriptions: dict[str, Any], verbose: bool) -> list[dict[str, Any]]:
+    rows = []
+    for g, d in descriptions.items():
+        for m in d.members:
+            row = {"group": g, "consumer_id": m.member_id,
+                   "group_instance_id": m.group_instance_id, "host": m.host,
+                   "client_id": m.client_id, "partitions": len(m.assignment)}
+            if verbose:
+                row["assignment"] = _assignment_text(m.assignment)
+                row["assigned"] = [{"topic": tp.topic, "partition": tp.partition}
+                                   for tp in m.assignment]
+            rows.append(row)
+    return rows
+
+
+def _offset_rows(clients: _Clients, descriptions: dict[str, Any]) -> list[dict[str, Any]]:
+    committed = clients.groups.list_offsets(list(descriptions))
+    owners: dict[tuple[str, Any], Any] = {}
+    for g, d in descriptions.items():
+        for m in d.members:
+            for tp in m.assignment:
+                owners[(g, tp)] = m
+    wanted = {tp for (_, tp) in owners} | {tp for offs in committed.values() for tp in offs}
+    ends = clients.offsets(sorted(wanted), "latest")
+    rows = []
+    for g in descriptions:
+        partitions = {tp for (group, tp) in owners if group == g} | set(committed.get(g, {}))
+        for tp in sorted(partitions):
+            value = committed.get(g, {}).get(tp)
+            end = ends.get(tp, -1)
+            member = owners.get((g, tp))
+            rows.append({
+                "group": g, "topic": tp.topic, "partition": tp.partition,
+                "current_offset": value.offset if value is not None else None,
+                "log_end_offset": end if end >= 0 else None,
+                "lag": max(end - value.offset, 0) if value is not None and end >= 0 else None,
+                "consumer_id": member.member_id if member else None,
+                "host": member.host if member else None,
+                "client_id": member.client_id if member else None})
+    return rows
+
+
+@app.command()
+def describe(
+    groups: GroupsArgument,
+    members: Annotated[bool, typer.Option("--members", help="One row per member.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="With --members: the "
+                                                            "partitions of each member.")] = False,
+    state: Annotated[bool, typer.Option("--state", help="Coordinator, assignor, state and "
+                                                        "member count.")] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Describe groups: offsets and lag (default), --members or --state.
+
+    Example: slog group describe billing --members --verbose
+    """
+    if members and state:
+        fail("--members and --state are separate views; pick one", code=EXIT_USAGE)
+    if verbose and not members:
+        fail("--verbose goes with --members", code=EXIT_USAGE)
+    with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        found = clients.groups.describe_groups(groups)
+        missing = [g for g in groups if found[g].state == "Dead"]
+        for g in missing:
+            print(f"error: consumer group {g!r} does not exist", file=sys.stderr)
+        if missing and len(missing) == len(set(groups)):
+            raise typer.Exit(EXIT_NOT_FOUND)
+        live = {g: d for g, d in found.items() if g not in missing}
+        if state:
+            emit(_state_rows(live), ["group", "coordinator", "assignor", "state", "members"],
+                 output)
+        elif members:
+            columns = ["group", "consumer_id", "group_instance_id", "host", "client_id",
+                       "partitions"] + (["assignment"] if verbose else [])
+            emit(_member_rows(live, verbose), columns, output)
+        else:
+            emit(_offset_rows(clients, live),
+                 ["group", "topic", "partition", "current_offset", "log_end_offset", "lag",
+                  "consumer_id", "host", "client_id"], output)
+
+
+# -- reset-offsets -----------------------------------------------------------------------
+def parse_duration(text: str) -> datetime.timedelta:
+    """ISO-8601 ``PnDTnHnMnS`` (Kafka's --by-duration), e.g. PT30M or P1DT12H."""
+    match = _DURATION.fullmatch(text.strip())
+    if not match or text.strip().upper() in ("P", "PT"):
+        raise ValueError(f"--by-duration takes an ISO-8601 duration like PT30M or P1DT2H, "
+                         f"not {text!r}")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return datetime.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+
+
+def parse_datetime_ms(text: str) -> int:
+    """``YYYY-MM-DDTHH:MM:SS[.sss][zone]`` (local time without a zone) → epoch ms."""
+    try:
+        moment = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"--to-datetime takes YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM], "
+                         f"not {text!r}") from None
+    return int(moment.timestamp() * 1000)
+
+
+def parse_topic_scope(spec: str) -> tuple[str, list[int] | None]:
+    """``T`` or ``T:0,2``."""
+    topic, _, parts = spec.partition(":")
+    if not topic:
+        raise ValueError(f"--topic takes TOPIC or TOPIC:P,P, not {spec!r}")
+    if not parts:
+        return topic, None
+    try:
+        return topic, [int(p) for p in parts.split(",") if p.strip()]
+    except ValueError:
+        raise ValueError(f"partitions in {spec!r} must be numbers") from None
+
+
+def _scope(clients: _Clients, group: str, topics: list[str], all_topics: bool) -> list[Any]:
+    from slog.client.types import TopicPartition
+
+    if all_topics:
+        return sorted(clients.groups.list_offsets([group])[group])
+    partitions = []
+    for spec in topics:
+        topic, numbers = parse_topic_scope(spec)
+        meta = clients.cluster.refresh_metadata([topic]).topics.get(topic)
+        if meta is None or meta.error_code or not meta.partitions:
+            fail(f"topic {topic!r} does not exist", code=EXIT_NOT_FOUND)
+        for number in numbers if numbers is not None else sorted(meta.partitions):
+            if number not in meta.partitions:
+                fail(f"{topic} has no partition {number}", code=EXIT_NOT_FOUND)
+            partitions.append(TopicPartition(topic, number))
+    return partitions
+
+
+def _targets(clients: _Clients, group: str, partitions: list[Any], target: tuple[str, Any]
+             ) -> dict[Any, int]:
+    kind, value = target
+    earliest = clients.offsets(partitions, "earliest")
+    latest = clients.offsets(partitions, "latest")
+    if kind in ("earliest", "latest"):
+        return earliest if kind == "earliest" else latest
+    if kind in ("datetime", "duration"):
+        found = clients.offsets(partitions, value)
+        return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
+    if kind == "offset":
+        wanted = dict.fromkeys(partitions, value)
+    else:  # shift
+        current = clients.groups.list_offsets([group], partitions)[group]
+        lacking = [str(tp) for tp in partitions if current.get(tp) is None]
+        if lacking:
+            raise ValueError(f"cannot shift {', '.join(lacking)}: nothing is committed there")
+        wanted = {tp: current[tp].offset + value for tp in partitions}  # type: ignore[union-attr]
+    return {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in wanted.items()}
+
+
+@app.command("reset-offsets")
+def reset_offsets(
+    group: Annotated[str, typer.Argument(help="Group id.", show_default=False)],
+    topic: Annotated[list[str] | None, typer.Option(
+        "--topic", help="TOPIC or TOPIC:P,P (repeatable).")] = None,
+    all_topics: Annotated[bool, typer.Option(
+        "--all-topics", help="Every partition the group has offsets for.")] = False,
+    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
+    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
+    shift_by: Annotated[int | None, typer.Option("--shift-by", help="+N or -N from the "
+                                                                    "committed offset.")] = None,
+    to_datetime: Annotated[str | None, typer.Option(
+        "--to-datetime", help="First offset at or after YYYY-MM-DDTHH:MM:SS.")] = None,
+    by_duration: Annotated[str | None, typer.Option(
+        "--by-duration", help="First offset at or after now minus PnDTnHnMnS.")] = None,
+    execute: Annotated[bool, typer.Option("--execute", help="Apply (default: dry run).")
+                       ] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Move a group's committed offsets (a dry run unless --execute).
+
+    The group must be inactive: no members.
+
+    Example: slog group reset-offsets billing --topic orders:0,1 --shift-by -100 --execute
+    """
+    if bool(topic) == all_topics:
+        fail("give the scope: --topic TOPIC[:P,P] (repeatable) or --all-topics", code=EXIT_USAGE)
+    targets = [("earliest", None) if to_earliest else None,
+               ("latest", None) if to_latest else None,
+               ("offset", to_offset) if to_offset is not None else None,
+               ("shift", shift_by) if shift_by is not None else None,
+               ("datetime", to_datetime) if to_datetime is not None else None,
+               ("duration", by_duration) if by_duration is not None else None]
+    chosen = [t for t in targets if t is not None]
+    if len(chosen) != 1:
+        fail("give exactly one of --to-earliest, --to-latest, --to-offset, --shift-by, "
+             "--to-datetime, --by-duration", code=EXIT_USAGE)
+    target = chosen[0]
+    try:
+        if target[0] == "datetime":
+            target = ("datetime", parse_datetime_ms(target[1]))
+        elif target[0] == "duration":
+            now = datetime.datetime.now(datetime.UTC)
+            target = ("duration", int((now - parse_duration(target[1])).timestamp() * 1000))
+    except ValueError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+    with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        state = clients.groups.describe_groups([group])[group].state
+        if state not in INACTIVE:
+            fail(f"offsets of group {group!r} can only be reset while it is inactive; "
+                 f"it is {state}", hint="stop its consumers first", code=EXIT_FAILURE)
+        partitions = _scope(clients, group, topic or [], all_topics)
+        new = _targets(clients, group, partitions, target)
+        if execute and new:
+            clients.groups.alter_offsets(group, new)
+    emit([{"group": group, "topic": tp.topic, "partition": tp.partition, "new_offset": o}
+          for tp, o in sorted(new.items())], ["group", "topic", "partition", "new_offset"],
+         output)
+    if not execute:
+        print("dry run: nothing changed; add --execute to apply", file=sys.stderr)
+
+
+# -- delete ------------------------------------------------------------------------------
+@app.command()
+def delete(
+    groups: GroupsArgument,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Delete inactive groups and their committed offsets.
+
+    Example: slog group delete billing audit
+    """
+    from slog.client.errors import KafkaError
+
+    failures: dict[str, Any] = {}
+    with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        try:
+            clients.groups.delete_groups(groups)
+        except KafkaError as exc:
+            failures = exc.errors or {exc.item: exc}
+    emit([{"group": g, "status": "failed" if g in failures else "deleted",
+           "error": str(failures[g]) if g in failures else None} for g in groups],
+         ["group", "status", "error"], output)
+    if failures:
+        all_missing = len(failures) == len(set(groups)) and all(
+            e.name == "GROUP_ID_NOT_FOUND" for e in failures.values())
+        raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)

@@ -1,0 +1,208 @@
+"""Administering consumer groups: list, describe, offsets, delete (any Kafka-compatible cluster).
+
+Groups live on their coordinators, so ListGroups goes to every broker and the
+other calls go to each group's coordinator; requests to one coordinator are
+pipelined, so describing hundreds of groups takes a few round trips. Errors
+follow :mod:`slog.client.admin`: a call raises the first failed item's
+:class:`KafkaError`, carrying every failure in ``errors`` and what worked in
+``results``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from slog.client.cluster import ClusterClient
+from slog.client.connection import BrokerConnection
+from slog.client.errors import KafkaError, raise_for_items
+from slog.client.group_requests import (
+    OffsetAndMetadata,
+    commit_body,
+    commit_errors,
+    fetch_body,
+    fetched_offsets,
+    find_coordinator,
+    send,
+    version,
+)
+from slog.client.types import BrokerMetadata, TopicPartition
+from slog.core.consumer_protocol import (
+    PROTOCOL_TYPE,
+    WireFormatError,
+    decode_assignment,
+    decode_subscription,
+)
+from slog.protocol.apis import ApiKey
+
+__all__ = ["GroupAdmin", "GroupDescription", "GroupListing", "MemberDescription"]
+
+CHANNEL = "group-admin"
+
+
+@dataclass(frozen=True)
+class GroupListing:
+    group_id: str
+    state: str
+    protocol_type: str
+    coordinator: int  # broker id
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: list[TopicPartition] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)  # its subscription
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    group_id: str
+    state: str  # Kafka's names: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str
+    assignor: str
+    members: list[MemberDescription]
+    coordinator: BrokerMetadata
+
+
+def _pipeline(conn: BrokerConnection, api_key: int, bodies: Sequence[dict[str, Any]]
+              ) -> list[Any]:
+    """Send every request, then read the answers (in order)."""
+    for body in bodies:
+        send(conn, api_key, body)
+    return [conn.receive()[1] for _ in bodies]
+
+
+def _member(m: Any, consumer: bool) -> MemberDescription:
+    assignment: list[TopicPartition] = []
+    topics: list[str] = []
+    if consumer:
+        try:
+            assignment = sorted(TopicPartition(*tp)
+                                for tp in decode_assignment(m.member_assignment).partitions)
+            if m.member_metadata:
+                topics = list(decode_subscription(m.member_metadata).topics)
+        except WireFormatError:
+            pass
+    return MemberDescription(m.member_id, getattr(m, "group_instance_id", None), m.client_id,
+                             m.client_host, assignment, topics)
+
+
+class GroupAdmin:
+    def __init__(self, cluster: ClusterClient):
+        self._cluster = cluster
+
+    def _connection(self, node: BrokerMetadata) -> BrokerConnection:
+        if node.node_id not in self._cluster.metadata.brokers:
+            self._cluster.refresh_metadata([])
+        return self._cluster.connection(node.node_id, CHANNEL)
+
+    def coordinators(self, group_ids: Iterable[str]) -> dict[str, BrokerMetadata]:
+        return {g: find_coordinator(self._cluster, g) for g in dict.fromkeys(group_ids)}
+
+    def _by_coordinator(self, group_ids: Iterable[str]
+                        ) -> dict[BrokerMetadata, list[str]]:
+        grouped: dict[BrokerMetadata, list[str]] = defaultdict(list)
+        for group_id, node in self.coordinators(group_ids).items():
+            grouped[node].append(group_id)
+        return grouped
+
+    # -- listing and describing ---------------------------------------------------------
+    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
+        """Every group of every broker, by id; ``states`` filters (any case)."""
+        wanted = [s for s in states]
+        meta = self._cluster.refresh_metadata([])
+        out: dict[str, GroupListing] = {}
+        for node_id in sorted(meta.brokers):
+            conn = self._cluster.connection(node_id, CHANNEL)
+            [response] = _pipeline(conn, ApiKey.LIST_GROUPS, [{"states_filter": wanted}])
+            if response.error_code:
+                raise KafkaError.for_code(response.error_code, item=f"broker {node_id}")
+            lowered = {s.lower() for s in wanted}
+            for g in response.groups:
+                state = getattr(g, "group_state", "")
+                if version(conn, ApiKey.LIST_GROUPS) < 4 and lowered and \
+                        state.lower() not in lowered:
+                    continue
+                out[g.group_id] = GroupListing(g.group_id, state, g.protocol_type, node_id)
+        return [out[g] for g in sorted(out)]
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        results: dict[str, GroupDescription] = {}
+        failures: dict[str, KafkaError] = {}
+        for node, ids in self._by_coordinator(group_ids).items():
+            [response] = _pipeline(self._connection(node), ApiKey.DESCRIBE_GROUPS,
+                                   [{"groups": ids, "include_authorized_operations": False}])
+            for g in response.groups:
+                if g.error_code:
+                    failures[g.group_id] = KafkaError.for_code(g.error_code, item=g.group_id)
+                    continue
+                consumer = g.protocol_type == PROTOCOL_TYPE
+                results[g.group_id] = GroupDescription(
+                    g.group_id, g.group_state, g.protocol_type, g.protocol_data,
+                    [_member(m, consumer) for m in g.members], node)
+        raise_for_items(failures, results)
+        return results
+
+    # -- offsets ----------------------------------------------------------------------------
+    def list_offsets(self, group_ids: Iterable[str],
+                     partitions: Iterable[TopicPartition] | None = None
+                     ) -> dict[str, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets of each group (all of them, or of ``partitions``)."""
+        wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        results: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
+        failures: dict[str, KafkaError] = {}
+        for node, ids in self._by_coordinator(group_ids).items():
+            responses = _pipeline(self._connection(node), ApiKey.OFFSET_FETCH,
+                                  [fetch_body(g, wanted) for g in ids])
+            for group_id, response in zip(ids, responses, strict=True):
+                try:
+                    results[group_id] = fetched_offsets(response, group_id)
+                except KafkaError as exc:
+                    failures[group_id] = exc
+        raise_for_items(failures, results)
+        return results
+
+    def alter_offsets(self, group_id: str,
+                      offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        """Commit offsets for an inactive group (Kafka refuses an active one with
+        UNKNOWN_MEMBER_ID: its members own the offsets)."""
+        values = {TopicPartition(*tp): v if isinstance(v, OffsetAndMetadata)
+                  else OffsetAndMetadata(v) for tp, v in offsets.items()}
+        node = find_coordinator(self._cluster, group_id)
+        [response] = _pipeline(self._connection(node), ApiKey.OFFSET_COMMIT,
+                               [commit_body(group_id, -1, "", None, values)])
+        raise_for_items({str(tp): e for tp, e in commit_errors(response).items()})
+
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in partitions:
+            by_topic[tp[0]].append(tp[1])
+        node = find_coordinator(self._cluster, group_id)
+        [response] = _pipeline(self._connection(node), ApiKey.OFFSET_DELETE, [{
+            "group_id": group_id, "topics": [
+                {"name": t, "partitions": [{"partition_index": p} for p in parts]}
+                for t, parts in by_topic.items()]}])
+        if response.error_code:
+            raise KafkaError.for_code(response.error_code, item=group_id)
+        raise_for_items({f"{t.name}-{p.partition_index}": KafkaError.for_code(
+            p.error_code, item=f"{t.name}-{p.partition_index}")
+            for t in response.topics for p in t.partitions if p.error_code})
+
+    def delete_groups(self, group_ids: Iterable[str]) -> None:
+        failures: dict[str, KafkaError] = {}
+        deleted: list[str] = []
+        for node, ids in self._by_coordinator(group_ids).items():
+            [response] = _pipeline(self._connection(node), ApiKey.DELETE_GROUPS,
+                                   [{"groups_names": ids}])
+            for r in response.results:
+                if r.error_code:
+                    failures[r.group_id] = KafkaError.for_code(r.error_code, item=r.group_id)
+                else:
+                    deleted.append(r.group_id)
+        raise_for_items(failures, deleted)

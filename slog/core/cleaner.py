@@ -1,0 +1,218 @@
+"""Log compaction (``cleanup.policy=compact``): keep the latest record of every key.
+
+Kafka's LogCleaner, simplified to one pass per log:
+
+1. The cleanable part of a log is its closed segments wholly below the high
+   watermark; the active segment is never touched.
+2. When enough of it is dirty (written since the last cleaning, at least
+   ``MIN_CLEANABLE_RATIO`` of its bytes), the dirty part is scanned into a map
+   key -> offset of the latest record with that key.
+3. Every cleanable segment is rewritten without the records the map makes
+   obsolete and without tombstones (null values) older than
+   ``delete.retention.ms``. Offsets are preserved: a batch keeps its base
+   offset, its lastOffsetDelta and its producer fields, records keep their
+   offset deltas, and a rebuilt batch gets a fresh CRC, so it is a valid v2
+   batch that any client reads. A batch with nothing left goes away; a segment
+   with nothing left is dropped (the first one is kept, empty).
+4. Each rewrite replaces its segment file in one rename
+   (:meth:`PartitionLog.replace_segment`), so a crash leaves the old or the new file.
+
+Records without a key cannot be superseded and are kept (Kafka refuses them
+on compacted topics at produce time; slog does not, so dropping them would
+lose data silently). Where the cleaning got to is kept in memory: after a
+restart the first pass cleans everything once more, which is harmless.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import struct
+import time as _time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import crc32c
+
+from slog.core import compression as codecs
+from slog.core.batch import (
+    COMPRESSION_MASK,
+    CRC_POS,
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    BatchHeader,
+)
+from slog.core.checkpoint import TEMP_SUFFIX
+from slog.core.errors import CorruptRecordError
+from slog.core.log import PartitionLog
+from slog.core.records import Record, encode_varint, encode_varlong, iter_decoded_batches
+from slog.core.segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+MIN_CLEANABLE_RATIO = 0.5  # Kafka's min.cleanable.dirty.ratio default
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CRC = struct.Struct(">I")
+TopicPartition = tuple[str, int]
+
+
+class LogCleaner:
+    """Compacts the logs that ask for it; the broker calls :meth:`maybe_clean` often."""
+
+    def __init__(self, backoff_ms: int = 15_000, *, enabled: bool = True,
+                 time: Callable[[], float] = _time.time):
+        self.enabled = enabled
+        self._backoff_s = backoff_ms / 1000
+        self._time = time
+        self._next_run = 0.0
+        self._first_dirty: dict[Path, int] = {}  # per log directory
+
+    def maybe_clean(self, logs: Mapping[TopicPartition, PartitionLog],
+                    high_watermarks: Mapping[TopicPartition, int]) -> int:
+        """Clean every compacted log that is dirty enough, at most once per backoff.
+        Returns the number of segments rewritten. Runs on any thread."""
+        now = self._time()
+        if not self.enabled or now < self._next_run:
+            return 0
+        self._next_run = now + self._backoff_s
+        rewritten = 0
+        for key, plog in logs.items():
+            if plog.closed or not plog.config.compact_enabled:
+                continue
+            try:
+                rewritten += self.clean(plog, high_watermarks.get(key))
+            except Exception:  # one bad log must not stop the others (or the broker)
+                log.exception("cleaning %s failed", plog.directory.name)
+        return rewritten
+
+    def clean(self, plog: PartitionLog, high_watermark: int | None = None, *,
+              force: bool = False) -> int:
+        segments = _cleanable(plog, high_watermark)
+        if not segments:
+            return 0
+        first_dirty = self._first_dirty.get(plog.directory, segments[0].base_offset)
+        dirty = [s for s in segments if s.base_offset >= first_dirty]
+        total = sum(s.size for s in segments)
+        if not dirty or (not force and sum(s.size for s in dirty) < MIN_CLEANABLE_RATIO * total):
+            return 0
+        latest = _offset_map(dirty)
+        horizon = int(self._time() * 1000) - plog.config.delete_retention_ms
+        rewritten = 0
+        for segment in segments:
+            if _rewrite(plog, segment, latest, horizon, first=segment is segments[0]):
+                rewritten += 1
+        self._first_dirty[plog.directory] = segments[-1].next_offset
+        log.info("cleaned %s: %d of %d segments rewritten, %d keys", plog.directory.name,
+                 rewritten, len(segments), len(latest))
+        return rewritten
+
+
+def _cleanable(plog: PartitionLog, high_watermark: int | None) -> list[LogSegment]:
+    """Closed segments wholly below the high watermark, oldest first."""
+    segments = plog.segments
+    upper = plog.log_end_offset if high_watermark is None else high_watermark
+    out = []
+    for segment, following in itertools.pairwise(segments):
+        if following.base_offset > upper:
+            break
+        out.append(segment)
+    return out
+
+
+def _records(segment: LogSegment) -> Iterable[tuple[int, BatchHeader, list[Record]]]:
+    view = segment.read(segment.base_offset, max(segment.size, 1), None, True)
+    if view is None or view.view is None:
+        return []
+    return iter_decoded_batches(view.view, allow_partial_tail=False)
+
+
+def _offset_map(segments: Iterable[LogSegment]) -> dict[bytes, int]:
+    latest: dict[bytes, int] = {}
+    for segment in segments:
+        for _, header, records in _records(segment):
+            if header.is_control:
+                continue
+            for record in records:
+                if record.key is not None:
+                    latest[record.key] = record.offset
+    return latest
+
+
+def _keep(record: Record, latest: Mapping[bytes, int], horizon: int) -> bool:
+    if record.key is None:
+        return True
+    if record.offset < latest.get(record.key, -1):
+        return False  # superseded by a later record with the same key
+    return record.value is not None or record.timestamp >= horizon
+
+
+def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int],
+             horizon: int, *, first: bool) -> bool:
+    """Write the kept batches of ``segment`` next to it and swap it in; False if
+    nothing would change."""
+    out: list[bytes] = []
+    changed = False
+    try:
+        batches = list(_records(segment))
+    except CorruptRecordError as exc:
+        log.warning("not cleaning %s: %s", segment.log_path, exc)
+        return False
+    view = segment.read(segment.base_offset, max(segment.size, 1), None, True)
+    data = view.view if view is not None and view.view is not None else memoryview(b"")
+    for pos, header, records in batches:
+        kept = records if header.is_control else \
+            [r for r in records if _keep(r, latest, horizon)]
+        if len(kept) == len(records):
+            out.append(bytes(data[pos : pos + header.size]))
+            continue
+        changed = True
+        if kept:
+            out.append(rebuild_batch(header, kept))
+    if not changed:
+        return False
+    if not out and not first:
+        return plog.replace_segment(segment, None)
+    temp = segment.log_path.with_name(segment.log_path.name + ".cleaned" + TEMP_SUFFIX)
+    with open(temp, "wb") as handle:
+        handle.write(b"".join(out))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return plog.replace_segment(segment, temp)
+
+
+# -- batches ------------------------------------------------------------------------------
+
+
+def _encode_record(record: Record, base_offset: int, base_timestamp: int) -> bytes:
+    def blob(data: bytes | None) -> bytes:
+        return encode_varint(-1) if data is None else encode_varint(len(data)) + data
+
+    headers = b"".join(blob(k.encode()) + blob(v) for k, v in record.headers)
+    body = b"".join((b"\x00", encode_varlong(record.timestamp - base_timestamp),
+                     encode_varint(record.offset - base_offset), blob(record.key),
+                     blob(record.value), encode_varint(len(record.headers)), headers))
+    return encode_varint(len(body)) + body
+
+
+def rebuild_batch(original: BatchHeader, records: list[Record]) -> bytes:
+    """A v2 batch holding ``records`` at their own offsets, with ``original``'s base
+    offset, lastOffsetDelta, attributes, codec and producer fields."""
+    base_timestamp = original.base_timestamp
+    body = b"".join(_encode_record(r, original.base_offset, base_timestamp) for r in records)
+    codec = original.attributes & COMPRESSION_MASK
+    if codec:
+        body = codecs.compress(codec, body)
+    max_timestamp = original.max_timestamp if original.is_log_append_time \
+        else max(r.timestamp for r in records)
+    out = bytearray(HEADER_SIZE)
+    out += body
+    _HEADER.pack_into(out, 0, original.base_offset, len(out) - LOG_OVERHEAD,
+                      original.partition_leader_epoch, MAGIC, 0, original.attributes,
+                      original.last_offset_delta, base_timestamp, max_timestamp,
+                      original.producer_id, original.producer_epoch, original.base_sequence,
+                      len(records))
+    _CRC.pack_into(out, CRC_POS, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)

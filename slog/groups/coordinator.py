@@ -1,0 +1,806 @@
+"""GroupCoordinator: Kafka's classic group protocol, rule for rule.
+
+The method names follow Kafka's GroupCoordinator (handleJoinGroup,
+doNewMemberJoinGroup, doCurrentMemberJoinGroup, addMemberAndRebalance,
+prepareRebalance, onCompleteJoin, handleSyncGroup, ...) so the two can be
+read side by side. What Kafka does with purgatories is done here with
+deadlines on the groups and :meth:`GroupCoordinator.expire`, which the broker
+calls every few tens of milliseconds:
+
+* a rebalance's join phase ends when every known member has rejoined (checked
+  on every event) or at the rebalance timeout; the first rebalance of an
+  empty group waits ``group.initial.rebalance.delay.ms``, extended while new
+  members keep arriving;
+* a member that neither heartbeats nor waits in a JoinGroup/SyncGroup is
+  removed after its session timeout;
+* members that got a JoinGroup answer but do not SyncGroup within the
+  rebalance timeout are removed.
+
+JoinGroup and SyncGroup answer through callbacks, possibly much later; every
+other call answers at once or through its callback. Nothing here touches a
+socket or a file: persistence goes through :class:`GroupMetadataManager`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from slog.core.consumer_protocol import PROTOCOL_TYPE
+from slog.groups.group import GroupMetadata, GroupState, GroupSummary
+from slog.groups.manager import GroupMetadataManager
+from slog.groups.member import (
+    UNKNOWN_MEMBER_ID,
+    Errors,
+    JoinCallback,
+    JoinResult,
+    MemberMetadata,
+    Protocols,
+    SyncCallback,
+    SyncResult,
+)
+from slog.groups.offsets import OffsetAndMetadata, TopicPartition
+
+log = logging.getLogger("slog.groups")
+
+TICK_S = 0.05
+DEAD_SUMMARY = GroupSummary(GroupState.DEAD.value, "", "", ())
+CommitCallback = Callable[[dict[TopicPartition, Errors]], None]
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """Broker settings that govern groups (Kafka's names in the comments)."""
+
+    min_session_timeout_ms: int = 6000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 0  # group.initial.rebalance.delay.ms (Kafka: 3000)
+    max_size: int = 2**31 - 1  # group.max.size
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_ms: int = 600_000  # offsets.retention.check.interval.ms
+    new_member_join_timeout_ms: int = 300_000  # Kafka's NewMemberJoinTimeoutMs
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, manager: GroupMetadataManager, *,
+                 clock: Callable[[], float] = _monotonic_ms,
+                 wall: Callable[[], int] = _wall_ms):
+        self.config = config
+        self.manager = manager
+        self._clock = clock
+        self._wall = wall
+        self._next_retention_check = clock() + config.offsets_retention_check_ms
+        manager.on_loaded = self._on_group_loaded
+        manager.on_unloaded = self._on_group_unloaded
+
+    # ================================================================== validation
+    def _validate_group_status(self, group_id: str | None, *, allow_empty: bool = False
+                               ) -> Errors | None:
+        """Kafka's validateGroupStatus. Offset and admin APIs accept "" as a group id."""
+        if group_id is None or (group_id == "" and not allow_empty):
+            return Errors.INVALID_GROUP_ID
+        if self.manager.is_loading(group_id):
+            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+        if not self.manager.owns(group_id):
+            return Errors.NOT_COORDINATOR
+        return None
+
+    @staticmethod
+    def _validate_current_member(group: GroupMetadata, member_id: str,
+                                 group_instance_id: str | None) -> Errors | None:
+        """The instance id (if any) maps to ``member_id``, and the member exists."""
+        if group_instance_id is not None:
+            current = group.current_static_member_id(group_instance_id)
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return Errors.FENCED_INSTANCE_ID
+        if not group.has(member_id):
+            return Errors.UNKNOWN_MEMBER_ID
+        return None
+
+    # ================================================================== JoinGroup
+    def handle_join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
+                          require_known_member_id: bool, support_skip_assignment: bool,
+                          client_id: str, client_host: str, rebalance_timeout_ms: int,
+                          session_timeout_ms: int, protocol_type: str, protocols: Protocols,
+                          callback: JoinCallback) -> None:
+        error = self._validate_group_status(group_id)
+        if error is not None:
+            callback(JoinResult(member_id, error))
+            return
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= \
+                self.config.max_session_timeout_ms:
+            callback(JoinResult(member_id, Errors.INVALID_SESSION_TIMEOUT))
+            return
+        is_unknown = member_id == UNKNOWN_MEMBER_ID
+        group = self.manager.get(group_id)
+        if group is None:
+            if not is_unknown:
+                callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
+                return
+            group = self.manager.get_or_create(group_id)
+        if not self._accept_joining_member(group, member_id):
+            if group.has(member_id):  # a member that had not rejoined: the group shrinks
+                self._evict(group, group.get(member_id))
+            callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED))
+        elif is_unknown:
+            self._do_new_member_join(group, group_instance_id, require_known_member_id,
+                                     support_skip_assignment, client_id, client_host,
+                                     rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                     protocols, callback)
+        else:
+            self._do_current_member_join(group, member_id, group_instance_id, client_id,
+                                         client_host, rebalance_timeout_ms, session_timeout_ms,
+                                         protocol_type, protocols, callback)
+        self._try_complete_join(group)
+
+    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
+        """group.max.size, counted as Kafka does: in PreparingRebalance only members that
+        already rejoined count, since the others may never come back."""
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return True
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return (group.has(member_id) and group.get(member_id).is_awaiting_join) or \
+                group.num_awaiting_join < self.config.max_size
+        return group.has(member_id) or group.size < self.config.max_size
+
+    def _do_new_member_join(self, group: GroupMetadata, group_instance_id: str | None,
+                            require_known_member_id: bool, support_skip_assignment: bool,
+                            client_id: str, client_host: str, rebalance_timeout_ms: int,
+                            session_timeout_ms: int, protocol_type: str, protocols: Protocols,
+                            callback: JoinCallback) -> None:
+        if group.is_(GroupState.DEAD):
+            callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, (n for n, _ in protocols)):
+            callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        new_id = group.generate_member_id(client_id, group_instance_id)
+        if group_instance_id is not None:
+            old_id = group.current_static_member_id(group_instance_id)
+            if old_id is not None:
+                log.info("static member %s of group %s rejoined as %s", group_instance_id,
+                         group.group_id, new_id)
+                self._update_static_member_and_rebalance(
+                    group, old_id, new_id, group_instance_id, protocols, rebalance_timeout_ms,
+                    session_timeout_ms, support_skip_assignment, callback)
+                return
+        elif require_known_member_id:
+            # JoinGroup v4+: hand out the id first, admit the member when it comes back.
+            group.pending_members[new_id] = self._clock() + session_timeout_ms
+            callback(JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))
+            return
+        self._add_member_and_rebalance(group, new_id, group_instance_id, client_id,
+                                       client_host, rebalance_timeout_ms, session_timeout_ms,
+                                       protocol_type, protocols, callback)
+
+    def _do_current_member_join(self, group: GroupMetadata, member_id: str,
+                                group_instance_id: str | None, client_id: str,
+                                client_host: str, rebalance_timeout_ms: int,
+                                session_timeout_ms: int, protocol_type: str,
+                                protocols: Protocols, callback: JoinCallback) -> None:
+        if group.is_(GroupState.DEAD):
+            callback(JoinResult(member_id, Errors.COORDINATOR_NOT_AVAILABLE))
+            return
+        if not group.supports_protocols(protocol_type, (n for n, _ in protocols)):
+            callback(JoinResult(member_id, Errors.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if member_id in group.pending_members:
+            if group_instance_id is not None:  # pending members are never static
+                callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
+                return
+            self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms,
+                                           protocol_type, protocols, callback)
+            return
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            callback(JoinResult(member_id, error))
+            return
+        member = group.get(member_id)
+        state = group.state
+        if state is GroupState.PREPARING_REBALANCE:
+            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
+                                              session_timeout_ms, callback)
+        elif state is GroupState.COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                # It missed the JoinGroup answer: repeat it for this generation.
+                callback(self._join_result(group, member_id))
+            else:
+                self._update_member_and_rebalance(group, member, protocols,
+                                                  rebalance_timeout_ms, session_timeout_ms,
+                                                  callback)
+        elif state is GroupState.STABLE:
+            if group.is_leader(member_id) or not member.matches(protocols):
+                # A rejoining leader forces a rebalance: it may have seen a metadata
+                # change (new partitions, new matching topics) that needs one.
+                self._update_member_and_rebalance(group, member, protocols,
+                                                  rebalance_timeout_ms, session_timeout_ms,
+                                                  callback)
+            else:
+                callback(self._join_result(group, member_id, with_members=False))
+        else:  # Empty with a member id we no longer know: start over
+            callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
+
+    def _join_result(self, group: GroupMetadata, member_id: str, *, with_members: bool = True
+                     ) -> JoinResult:
+        leader = group.is_leader(member_id) and with_members
+        return JoinResult(member_id, Errors.NONE, group.generation_id, group.protocol_type,
+                          group.protocol_name, group.leader_id or "",
+                          members=group.current_member_metadata() if leader else ())
+
+    def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str,
+                                  group_instance_id: str | None, client_id: str,
+                                  client_host: str, rebalance_timeout_ms: int,
+                                  session_timeout_ms: int, protocol_type: str,
+                                  protocols: Protocols, callback: JoinCallback) -> None:
+        member = MemberMetadata(member_id, group_instance_id, client_id, client_host,
+                                rebalance_timeout_ms, session_timeout_ms, protocol_type,
+                                [(n, bytes(m)) for n, m in protocols], join_callback=callback,
+                                is_new=True)
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True  # lets the initial delay stretch for late joiners
+        group.add(member)
+        # A new member cannot heartbeat yet and its connection is muted while it
+        # waits, so its JoinGroup itself expires after a (long) fixed time.
+        self._schedule_heartbeat(member, self.config.new_member_join_timeout_ms)
+        self._maybe_prepare_rebalance(group, f"new member {member_id} joined")
+
+    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
+                                     protocols: Protocols, rebalance_timeout_ms: int,
+                                     session_timeout_ms: int, callback: JoinCallback) -> None:
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms)
+        self._set_join_callback(group, member, callback)
+        self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
+
+    @staticmethod
+    def _set_join_callback(group: GroupMetadata, member: MemberMetadata,
+                           callback: JoinCallback | None) -> None:
+        # A JoinGroup superseded by a newer one of the same member still gets an
+        # answer (its connection is likely gone); REBALANCE_IN_PROGRESS just rejoins.
+        group.invoke_join_callback(member, JoinResult(member.member_id,
+                                                      Errors.REBALANCE_IN_PROGRESS))
+        member.join_callback = callback
+
+    def _update_static_member_and_rebalance(
+            self, group: GroupMetadata, old_id: str, new_id: str, group_instance_id: str,
+            protocols: Protocols, rebalance_timeout_ms: int, session_timeout_ms: int,
+            support_skip_assignment: bool, callback: JoinCallback) -> None:
+        current_leader = group.leader_id or ""
+        member = group.replace_static_member(group_instance_id, old_id, new_id)
+        self._schedule_heartbeat(member)
+        old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
+        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms)
+        member.join_callback = callback
+        if group.is_(GroupState.STABLE):
+            if group.select_protocol() != group.protocol_name:
+                self._maybe_prepare_rebalance(group, f"static member {new_id} changed protocols")
+                return
+            # A restart within the session timeout: same place, same assignment, no
+            # rebalance. The new member id is persisted first so a failover keeps it.
+            generation = group.generation_id
+
+            def stored(error: Errors) -> None:
+                if error is not Errors.NONE:
+                    member.join_callback = None
+                    group.update_member(member, old[0], old[1], old[2])
+                    restored = group.replace_static_member(group_instance_id, new_id, old_id)
+                    self._schedule_heartbeat(restored)
+                    callback(JoinResult(UNKNOWN_MEMBER_ID, error, group.generation_id,
+                                        group.protocol_type, group.protocol_name,
+                                        current_leader))
+                    return
+                leads = support_skip_assignment and group.is_leader(new_id)
+                group.invoke_join_callback(member, JoinResult(
+                    new_id, Errors.NONE, generation, group.protocol_type, group.protocol_name,
+                    (group.leader_id or "") if support_skip_assignment else current_leader,
+                    skip_assignment=leads,
+                    members=group.current_member_metadata() if leads else ()))
+
+            self.manager.store_group(group, {m.member_id: m.assignment
+                                             for m in group.members.values()}, stored)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"static member {new_id} rejoined")
+        # PreparingRebalance: the running rebalance picks it up.
+
+    # ================================================================== rebalances
+    @staticmethod
+    def _rebalance_timeout(group: GroupMetadata) -> int:
+        return max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+
+    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.can_rebalance:
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
+        if group.is_(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
+        group.sync_deadline_ms = None
+        was_empty = group.is_(GroupState.EMPTY)
+        group.transition_to(GroupState.PREPARING_REBALANCE, self._wall())
+        now = self._clock()
+        timeout = self._rebalance_timeout(group)
+        if was_empty:
+            delay = self.config.initial_rebalance_delay_ms
+            group.initial_join_remaining_ms = max(timeout - delay, 0)
+            group.join_deadline_ms = now + delay
+        else:
+            group.initial_join_remaining_ms = None
+            group.join_deadline_ms = now + timeout
+        log.info("preparing to rebalance group %s in generation %d (%s)", group.group_id,
+                 group.generation_id, reason)
+        self._try_complete_join(group)  # e.g. the last member left: nobody to wait for
+
+    def _try_complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's DelayedJoin.tryComplete, plus InitialDelayedJoin's expiry."""
+        if not group.is_(GroupState.PREPARING_REBALANCE) or group.join_deadline_ms is None:
+            return
+        now = self._clock()
+        if group.initial_join_remaining_ms is not None:
+            # The initial delay only ends by time, stretched while members keep coming.
+            while group.join_deadline_ms is not None and now >= group.join_deadline_ms:
+                remaining = group.initial_join_remaining_ms
+                if group.new_member_added and remaining:
+                    group.new_member_added = False
+                    delay = min(self.config.initial_rebalance_delay_ms, remaining)
+                    group.initial_join_remaining_ms = max(
+                        remaining - self.config.initial_rebalance_delay_ms, 0)
+                    group.join_deadline_ms = now + delay
+                    if delay:
+                        return
+                else:
+                    self._complete_join(group)
+                    return
+            return
+        if group.has_all_members_joined() or now >= group.join_deadline_ms:
+            self._complete_join(group)
+
+    def _complete_join(self, group: GroupMetadata) -> None:
+        """Kafka's onCompleteJoin: drop members that did not rejoin, start a generation."""
+        group.join_deadline_ms = None
+        group.initial_join_remaining_ms = None
+        for member in group.not_yet_rejoined():
+            if not member.is_static:
+                log.info("removing member %s from group %s: it did not rejoin in time",
+                         member.member_id, group.group_id)
+                self._evict(group, member)
+        if group.is_(GroupState.DEAD):
+            return
+        if not group.maybe_elect_new_joined_leader() and group.members:
+            # Only static members that have not come back: wait for them (or their
+            # session timeouts) a little longer.
+            group.join_deadline_ms = self._clock() + self._rebalance_timeout(group)
+            return
+        group.init_next_generation(self._wall())
+        if group.is_(GroupState.EMPTY):
+            log.info("group %s is now empty (generation %d)", group.group_id,
+                     group.generation_id)
+            self.manager.store_group(group, {}, self._log_store_error(group))
+            return
+        log.info("stabilized group %s generation %d (%d members, protocol %s)",
+                 group.group_id, group.generation_id, group.size, group.protocol_name)
+        for member in list(group.members.values()):
+            group.invoke_join_callback(member, self._join_result(group, member.member_id))
+            self._schedule_heartbeat(member)
+            member.is_new = False
+            group.pending_sync_members.add(member.member_id)
+        group.sync_deadline_ms = self._clock() + self._rebalance_timeout(group)
+
+    @staticmethod
+    def _log_store_error(group: GroupMetadata) -> Callable[[Errors], None]:
+        def done(error: Errors) -> None:
+            if error is not Errors.NONE:
+                log.warning("could not store group %s: %s", group.group_id, error.value)
+        return done
+
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+        self._propagate_assignment(group, error)
+
+    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> None:
+        for member in group.members.values():
+            result = SyncResult(error, group.protocol_type, group.protocol_name,
+                                member.assignment if error is Errors.NONE else b"")
+            if group.invoke_sync_callback(member, result):
+                # The member just heard from us; its session restarts now.
+                self._schedule_heartbeat(member)
+
+    def _evict(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        """Remove a member, answering whatever it still waits for."""
+        group.invoke_join_callback(member, JoinResult(UNKNOWN_MEMBER_ID,
+                                                      Errors.UNKNOWN_MEMBER_ID))
+        group.invoke_sync_callback(member, SyncResult(Errors.UNKNOWN_MEMBER_ID))
+        group.remove(member.member_id)
+
+    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata,
+                                        reason: str) -> None:
+        self._evict(group, member)
+        if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, reason)
+        elif group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+
+    def _schedule_heartbeat(self, member: MemberMetadata, timeout_ms: int | None = None) -> None:
+        """Kafka's completeAndScheduleNextHeartbeatExpiration."""
+        timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
+        member.heartbeat_deadline_ms = self._clock() + timeout
+
+    # ================================================================== SyncGroup
+    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
+                          protocol_type: str | None, protocol_name: str | None,
+                          group_instance_id: str | None, assignments: Mapping[str, bytes],
+                          callback: SyncCallback) -> None:
+        error = self._validate_group_status(group_id)
+        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            # The rebalance's state is gone with the old coordinator; rejoining is the
+            # way on, and older clients do not expect LOAD_IN_PROGRESS here.
+            callback(SyncResult(Errors.REBALANCE_IN_PROGRESS))
+            return
+        if error is not None:
+            callback(SyncResult(error))
+            return
+        group = self.manager.get(group_id)
+        if group is None:
+            callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
+            return
+        error = self._validate_sync(group, generation_id, member_id, protocol_type,
+                                    protocol_name, group_instance_id)
+        if error is not None:
+            callback(SyncResult(error))
+            return
+        state = group.state
+        if state is GroupState.EMPTY:
+            callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
+        elif state is GroupState.PREPARING_REBALANCE:
+            callback(SyncResult(Errors.REBALANCE_IN_PROGRESS))
+        elif state is GroupState.COMPLETING_REBALANCE:
+            member = group.get(member_id)
+            group.invoke_sync_callback(member, SyncResult(Errors.REBALANCE_IN_PROGRESS))
+            member.sync_callback = callback
+            self._remove_pending_sync_member(group, member_id)
+            if group.is_leader(member_id):
+                self._store_assignment(group, member_id, assignments)
+        elif state is GroupState.STABLE:
+            self._remove_pending_sync_member(group, member_id)
+            member = group.get(member_id)
+            callback(SyncResult(Errors.NONE, group.protocol_type, group.protocol_name,
+                                member.assignment))
+            self._schedule_heartbeat(member)
+
+    def _validate_sync(self, group: GroupMetadata, generation_id: int, member_id: str,
+                       protocol_type: str | None, protocol_name: str | None,
+                       group_instance_id: str | None) -> Errors | None:
+        if group.is_(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _store_assignment(self, group: GroupMetadata, leader_id: str,
+                          assignments: Mapping[str, bytes]) -> None:
+        log.info("assignment received from leader %s of group %s for generation %d",
+                 leader_id, group.group_id, group.generation_id)
+        # Members the leader left out get an empty assignment.
+        assignment = {m: bytes(assignments.get(m, b"")) for m in group.members}
+        generation = group.generation_id
+
+        def stored(error: Errors) -> None:
+            # A member may have joined meanwhile: act only if nothing moved on.
+            if not (group.is_(GroupState.COMPLETING_REBALANCE)
+                    and group.generation_id == generation):
+                return
+            if error is not Errors.NONE:
+                self._reset_and_propagate_assignment_error(group, error)
+                self._maybe_prepare_rebalance(group, "storing the assignment failed")
+                return
+            for member_id, data in assignment.items():
+                if group.has(member_id):
+                    group.get(member_id).assignment = data
+            self._propagate_assignment(group, Errors.NONE)
+            group.transition_to(GroupState.STABLE, self._wall())
+
+        self.manager.store_group(group, assignment, stored)
+
+    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
+        group.pending_sync_members.discard(member_id)
+        if not group.pending_sync_members:
+            group.sync_deadline_ms = None
+
+    # ================================================================== Heartbeat / LeaveGroup
+    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
+                         generation_id: int) -> Errors:
+        error = self._validate_group_status(group_id)
+        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+            return Errors.NONE  # the group is being loaded: answer blindly, as Kafka does
+        if error is not None:
+            return error
+        group = self.manager.get(group_id)
+        if group is None:
+            return Errors.UNKNOWN_MEMBER_ID
+        if group.is_(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        error = self._validate_current_member(group, member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        if group.is_(GroupState.EMPTY):
+            return Errors.UNKNOWN_MEMBER_ID
+        self._schedule_heartbeat(group.get(member_id))
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return Errors.REBALANCE_IN_PROGRESS
+        return Errors.NONE
+
+    def handle_leave_group(self, group_id: str, leaving: Sequence[tuple[str, str | None]]
+                           ) -> tuple[Errors, list[Errors]]:
+        """``leaving``: (member id, group instance id); an empty member id with an
+        instance id removes that static member (the admin path)."""
+        error = self._validate_group_status(group_id)
+        if error is not None:
+            return error, []
+        group = self.manager.get(group_id)
+        if group is None:
+            return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID for _ in leaving]
+        if group.is_(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE, []
+        return Errors.NONE, [self._leave_one(group, m, i) for m, i in leaving]
+
+    def _leave_one(self, group: GroupMetadata, member_id: str, instance_id: str | None
+                   ) -> Errors:
+        if member_id == UNKNOWN_MEMBER_ID:
+            current = group.current_static_member_id(instance_id)
+            if current is None:
+                return Errors.UNKNOWN_MEMBER_ID
+            member_id = current
+        elif member_id in group.pending_members:
+            del group.pending_members[member_id]
+            self._try_complete_join(group)
+            return Errors.NONE
+        else:
+            error = self._validate_current_member(group, member_id, instance_id)
+            if error is not None:
+                return error
+        member = group.get(member_id)
+        log.info("member %s is leaving group %s", member_id, group.group_id)
+        self._remove_member_and_update_group(group, member, f"member {member_id} left")
+        return Errors.NONE
+
+    # ================================================================== offsets
+    def handle_commit_offsets(self, group_id: str, member_id: str,
+                              group_instance_id: str | None, generation_id: int,
+                              offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                              callback: CommitCallback) -> None:
+        def fail(error: Errors) -> None:
+            callback(dict.fromkeys(offsets, error))
+
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            fail(error)
+            return
+        group = self.manager.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                fail(Errors.ILLEGAL_GENERATION)  # a member of a generation we never had
+                return
+            # Not using group management, just storing offsets (assign() + commit()).
+            group = self.manager.get_or_create(group_id)
+        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+        if error is not None:
+            fail(error)
+        elif group.is_(GroupState.COMPLETING_REBALANCE):
+            # A member of the new generation that has not synced yet.
+            fail(Errors.REBALANCE_IN_PROGRESS)
+        else:
+            if group.has(member_id):
+                self._schedule_heartbeat(group.get(member_id))
+            self._store_offsets(group, offsets, callback)
+
+    def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
+                                group_instance_id: str | None) -> Errors | None:
+        if group.is_(GroupState.DEAD):
+            return Errors.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
+            error = self._validate_current_member(group, member_id, group_instance_id)
+            if error is not None:
+                return error
+            if generation_id != group.generation_id:
+                return Errors.ILLEGAL_GENERATION
+            return None
+        if not group.is_(GroupState.EMPTY):
+            return Errors.UNKNOWN_MEMBER_ID  # only members may commit for an active group
+        return None
+
+    def _store_offsets(self, group: GroupMetadata,
+                       offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                       callback: CommitCallback) -> None:
+        limit = self.config.offset_metadata_max_bytes
+        valid = {tp: v for tp, v in offsets.items() if len(v.metadata.encode()) <= limit}
+        status = dict.fromkeys(offsets, Errors.OFFSET_METADATA_TOO_LARGE)
+        if not valid:
+            callback(status)
+            return
+
+        def stored(error: Errors) -> None:
+            status.update(dict.fromkeys(valid, error))
+            callback(status)
+
+        self.manager.store_offsets(group, valid, stored)
+
+    def handle_fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
+                             ) -> tuple[Errors, dict[TopicPartition, OffsetAndMetadata | None]]:
+        """Committed offsets regardless of the group's state (standalone consumers use
+        this too); None for a partition without one. ``partitions=None``: all of them."""
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error, {}
+        group = self.manager.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return Errors.NONE, dict.fromkeys(partitions or ())
+        wanted = list(group.offsets.committed) if partitions is None else list(partitions)
+        return Errors.NONE, {tp: group.offsets.get(tp) for tp in wanted}
+
+    # ================================================================== admin
+    def handle_describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error, DEAD_SUMMARY
+        group = self.manager.get(group_id)
+        return Errors.NONE, DEAD_SUMMARY if group is None else group.summary()
+
+    def handle_list_groups(self, states: Iterable[str] = ()
+                           ) -> tuple[Errors, list[tuple[str, str, str]]]:
+        """(group id, protocol type, state) of every group here, optionally by state."""
+        wanted = {s.lower() for s in states}
+        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.manager.any_loading else Errors.NONE
+        return error, [(g.group_id, g.protocol_type or "", g.state.value)
+                       for g in self.manager.all_groups()
+                       if not g.is_(GroupState.DEAD)
+                       and (not wanted or g.state.value.lower() in wanted)]
+
+    def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
+        errors: dict[str, Errors] = {}
+        doomed = []
+        for group_id in group_ids:
+            error = self._validate_group_status(group_id, allow_empty=True)
+            group = self.manager.get(group_id) if error is None else None
+            if error is not None:
+                errors[group_id] = error
+            elif group is None or group.is_(GroupState.DEAD):
+                errors[group_id] = Errors.GROUP_ID_NOT_FOUND
+            elif group.is_(GroupState.EMPTY):
+                group.transition_to(GroupState.DEAD, self._wall())
+                doomed.append(group)
+                errors[group_id] = Errors.NONE
+            else:
+                errors[group_id] = Errors.NON_EMPTY_GROUP
+        if doomed:
+            self.manager.cleanup(doomed, lambda g: g.offsets.remove(list(g.offsets.committed)))
+        return errors
+
+    def handle_delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                              ) -> tuple[Errors, dict[TopicPartition, Errors]]:
+        error = self._validate_group_status(group_id, allow_empty=True)
+        if error is not None:
+            return error, {}
+        group = self.manager.get(group_id)
+        if group is None or group.is_(GroupState.DEAD):
+            return Errors.GROUP_ID_NOT_FOUND, {}
+        if group.is_(GroupState.EMPTY):
+            eligible, errors = list(partitions), {}
+        elif group.protocol_type == PROTOCOL_TYPE:
+            errors = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions
+                      if group.is_subscribed_to_topic(tp[0])}
+            eligible = [tp for tp in partitions if tp not in errors]
+        else:
+            return Errors.NON_EMPTY_GROUP, {}
+        if eligible:
+            self.manager.cleanup([group], lambda g: g.offsets.remove(eligible))
+            errors.update(dict.fromkeys(eligible, Errors.NONE))
+        return Errors.NONE, errors
+
+    # ================================================================== loading
+    def _on_group_loaded(self, group: GroupMetadata) -> None:
+        for member in group.members.values():
+            self._schedule_heartbeat(member)
+
+    def _on_group_unloaded(self, group: GroupMetadata) -> None:
+        previous = group.state
+        group.transition_to(GroupState.DEAD, self._wall())
+        for member in group.members.values():
+            if previous is GroupState.PREPARING_REBALANCE:
+                group.invoke_join_callback(member, JoinResult(member.member_id,
+                                                              Errors.NOT_COORDINATOR))
+            group.invoke_sync_callback(member, SyncResult(Errors.NOT_COORDINATOR))
+
+    # ================================================================== time
+    def expire(self) -> None:
+        """Everything time decides: sessions, pending members, join and sync deadlines,
+        offset retention."""
+        now = self._clock()
+        self.manager.check_ownership()
+        for group in self.manager.all_groups():
+            self._expire_group(group, now)
+        if now >= self._next_retention_check:
+            self._next_retention_check = now + self.config.offsets_retention_check_ms
+            self.remove_expired_offsets()
+
+    def _expire_group(self, group: GroupMetadata, now: float) -> None:
+        if group.is_(GroupState.DEAD):
+            return
+        for member_id, deadline in list(group.pending_members.items()):
+            if now >= deadline:
+                log.info("pending member %s of group %s expired", member_id, group.group_id)
+                del group.pending_members[member_id]
+                self._try_complete_join(group)
+        for member in list(group.members.values()):
+            if group.has(member.member_id) and not member.has_satisfied_heartbeat(now):
+                log.info("member %s of group %s has failed (session timeout), removing it",
+                         member.member_id, group.group_id)
+                self._remove_member_and_update_group(
+                    group, member, f"member {member.member_id} expired")
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            self._try_complete_join(group)
+        deadline = group.sync_deadline_ms
+        if deadline is not None and now >= deadline and group.pending_sync_members and \
+                group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            late = sorted(group.pending_sync_members)
+            log.info("removing members of group %s that did not sync in time: %s",
+                     group.group_id, late)
+            for member_id in late:
+                if group.has(member_id):
+                    self._evict(group, group.get(member_id))
+            group.sync_deadline_ms = None
+            self._prepare_rebalance(group, "members did not sync in time")
+
+    def remove_expired_offsets(self) -> int:
+        now = self._wall()
+        retention = self.config.offsets_retention_ms
+
+        def select(group: GroupMetadata) -> list[TopicPartition]:
+            offsets = group.offsets
+            if group.protocol_type is not None and group.is_(GroupState.EMPTY):
+                expired = offsets.expired(now, retention, lambda _v: group.state_timestamp_ms)
+            elif group.protocol_type == PROTOCOL_TYPE and group.is_(GroupState.STABLE) and \
+                    group.subscribed_topics is not None:
+                expired = offsets.expired(now, retention, lambda v: v.commit_timestamp_ms,
+                                          group.subscribed_topics)
+            elif group.protocol_type is None:
+                expired = offsets.expired(now, retention, lambda v: v.commit_timestamp_ms)
+            else:
+                expired = []
+            return offsets.remove(expired)
+
+        removed = self.manager.cleanup(self.manager.all_groups(), select)
+        if removed:
+            log.info("removed %d expired offsets", removed)
+        return removed
+
+    async def run(self) -> None:
+        """The broker's timer task."""
+        while True:
+            await asyncio.sleep(TICK_S)
+            try:
+                self.expire()
+            except Exception:
+                log.exception("group coordinator tick failed")

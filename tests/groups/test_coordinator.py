@@ -1,0 +1,386 @@
+"""The group coordinator's rules, driven directly with a controlled clock.
+
+The coordinator runs over real PartitionLogs (see ``local_log``), so every
+write goes to a log that a fresh coordinator then loads back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slog.core.consumer_protocol import Subscription, encode_subscription
+from slog.groups.coordinator import GroupConfig, GroupCoordinator
+from slog.groups.group import GroupState
+from slog.groups.manager import GroupMetadataManager
+from slog.groups.member import Errors, JoinResult, SyncResult
+from slog.groups.offsets import OffsetAndMetadata
+from tests.groups.local_log import LocalOffsetsLog
+
+E = Errors
+RANGE = (("range", encode_subscription(Subscription(("t",)))),)
+
+
+class Box:
+    """Catches one callback answer."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> None:
+        self.values.append(value)
+
+    @property
+    def value(self) -> Any:
+        assert len(self.values) <= 1, self.values
+        return self.values[0] if self.values else None
+
+
+class Harness:
+    def __init__(self, root: Path, log: LocalOffsetsLog | None = None, **config: Any):
+        self.now = 0.0
+        self.log = log or LocalOffsetsLog(root)
+        self.manager = GroupMetadataManager(self.log, 1, lambda: 1_700_000_000_000 +
+                                            int(self.now))
+        self.coordinator = GroupCoordinator(
+            GroupConfig(min_session_timeout_ms=10, **config), self.manager,
+            clock=lambda: self.now, wall=lambda: 1_700_000_000_000 + int(self.now))
+        self.manager.on_election(0)  # no event loop: loads in place
+
+    def join(self, group: str = "g", member: str = "", *, version: int = 5,
+             instance: str | None = None, protocols: Any = RANGE, session: int = 1000,
+             rebalance: int = 1000, protocol_type: str = "consumer",
+             client: str = "client") -> Box:
+        box = Box()
+        self.coordinator.handle_join_group(
+            group, member, instance, version >= 4 and instance is None, version >= 9, client,
+            "/127.0.0.1", rebalance, session, protocol_type, protocols, box)
+        return box
+
+    def join_new(self, group: str = "g", **kwargs: Any) -> Box:
+        """A v4+ newcomer: MEMBER_ID_REQUIRED, then the real join."""
+        first = self.join(group, **kwargs).value
+        assert first.error is E.MEMBER_ID_REQUIRED
+        return self.join(group, first.member_id, **kwargs)
+
+    def sync(self, result: JoinResult, group: str = "g",
+             assignments: dict[str, bytes] | None = None, generation: int | None = None,
+             instance: str | None = None) -> Box:
+        box = Box()
+        self.coordinator.handle_sync_group(
+            group, result.generation_id if generation is None else generation,
+            result.member_id, "consumer", result.protocol_name, instance, assignments or {}, box)
+        return box
+
+    def heartbeat(self, result: JoinResult, group: str = "g", generation: int | None = None
+                  ) -> Errors:
+        return self.coordinator.handle_heartbeat(
+            group, result.member_id, None,
+            result.generation_id if generation is None else generation)
+
+    def commit(self, group: str, member: str, generation: int,
+               offsets: dict[tuple[str, int], int], metadata: str = "") -> dict[Any, Errors]:
+        box = Box()
+        self.coordinator.handle_commit_offsets(
+            group, member, None, generation,
+            {tp: OffsetAndMetadata(o, -1, metadata, 1_700_000_000_000)
+             for tp, o in offsets.items()}, box)
+        return box.value
+
+    def advance(self, ms: float) -> None:
+        self.now += ms
+        self.coordinator.expire()
+
+    def state(self, group: str = "g") -> GroupState:
+        found = self.manager.get(group)
+        return GroupState.DEAD if found is None else found.state
+
+
+@pytest.fixture
+def h(tmp_path: Path) -> Iterator[Harness]:
+    harness = Harness(tmp_path)
+    yield harness
+    harness.log.close()
+
+
+def stable_pair(h: Harness) -> tuple[JoinResult, JoinResult]:
+    """Two members, generation 2, both synced."""
+    a = h.join_new().value
+    h.sync(a, assignments={a.member_id: b"a1"})
+    b_box = h.join_new()
+    assert b_box.value is None  # waits for the leader to rejoin
+    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+    a = h.join(member=a.member_id).value
+    b = b_box.value
+    assert a.generation_id == b.generation_id == 2
+    b_sync = h.sync(b)
+    assert b_sync.value is None  # a follower waits for the leader's assignment
+    a_sync = h.sync(a, assignments={a.member_id: b"for-a", b.member_id: b"for-b"})
+    assert (a_sync.value.assignment, b_sync.value.assignment) == (b"for-a", b"for-b")
+    return a, b
+
+
+def test_first_joiner_gets_an_id_then_leads(h: Harness) -> None:
+    first = h.join(version=4).value
+    assert first.error is E.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+    joined = h.join(member=first.member_id, version=4).value
+    assert (joined.error, joined.generation_id, joined.leader_id) == \
+        (E.NONE, 1, first.member_id)
+    assert [m.member_id for m in joined.members] == [first.member_id]
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    synced = h.sync(joined, assignments={joined.member_id: b"mine"}).value
+    assert synced == SyncResult(E.NONE, "consumer", "range", b"mine")
+    assert h.state() is GroupState.STABLE
+
+
+def test_old_clients_join_without_the_member_id_round(h: Harness) -> None:
+    joined = h.join(version=3).value
+    assert joined.error is E.NONE and joined.generation_id == 1
+
+
+def test_rebalance_when_a_member_arrives(h: Harness) -> None:
+    a, b = stable_pair(h)
+    assert a.leader_id == a.member_id and b.members == ()
+    assert {m.member_id for m in a.members} == {a.member_id, b.member_id}
+    assert h.heartbeat(a) is E.NONE and h.heartbeat(b) is E.NONE
+
+
+def test_heartbeat_and_sync_errors(h: Harness) -> None:
+    a, _ = stable_pair(h)
+    assert h.heartbeat(a, generation=1) is E.ILLEGAL_GENERATION
+    assert h.coordinator.handle_heartbeat("g", "stranger", None, 2) is E.UNKNOWN_MEMBER_ID
+    assert h.coordinator.handle_heartbeat("nope", "x", None, 1) is E.UNKNOWN_MEMBER_ID
+    assert h.sync(a, generation=7).value.error is E.ILLEGAL_GENERATION
+    assert h.coordinator.handle_heartbeat("", "x", None, 1) is E.INVALID_GROUP_ID
+
+
+def test_session_timeout_evicts_a_silent_member(h: Harness) -> None:
+    a, b = stable_pair(h)
+    for _ in range(5):
+        h.advance(300)
+        assert h.heartbeat(a) in (E.NONE, E.REBALANCE_IN_PROGRESS)
+    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS  # b missed its session
+    rejoined = h.join(member=a.member_id).value
+    assert rejoined.generation_id == 3 and [m.member_id for m in rejoined.members] == \
+        [a.member_id]
+    assert h.heartbeat(b, generation=2) is E.UNKNOWN_MEMBER_ID
+
+
+def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(h: Harness) -> None:
+    a, b = stable_pair(h)
+    assert h.heartbeat(b) is E.NONE
+    c = h.join_new()
+    rejoin_a = h.join(member=a.member_id)
+    h.advance(500)
+    assert h.heartbeat(b) is E.REBALANCE_IN_PROGRESS  # alive, but never rejoins
+    h.advance(600)  # past the 1000 ms rebalance timeout
+    assert rejoin_a.value.generation_id == c.value.generation_id == 3
+    assert {m.member_id for m in rejoin_a.value.members} == {a.member_id, c.value.member_id}
+
+
+def test_members_that_never_sync_are_removed(h: Harness) -> None:
+    a = h.join_new(session=5000).value
+    b_box = h.join_new(session=5000)
+    a = h.join(member=a.member_id, session=5000).value
+    b = b_box.value
+    h.sync(a, assignments={})
+    assert h.state() is GroupState.STABLE
+    h.advance(1100)  # b never sent SyncGroup within the 1000 ms rebalance timeout
+    assert h.heartbeat(b) is E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+
+
+def test_static_member_restart_within_session_keeps_its_assignment(h: Harness) -> None:
+    joined = h.join(instance="host-1").value
+    assert joined.error is E.NONE and joined.member_id.startswith("host-1-")
+    h.sync(joined, assignments={joined.member_id: b"p0"}, instance="host-1")
+    # The process restarts: same instance id, no member id, no LeaveGroup.
+    again = h.join(instance="host-1").value
+    assert (again.error, again.generation_id) == (E.NONE, 1)
+    assert again.member_id != joined.member_id
+    assert h.state() is GroupState.STABLE  # no rebalance
+    synced = h.sync(again, instance="host-1").value
+    assert synced.assignment == b"p0"
+    # The old incarnation is fenced.
+    box = Box()
+    h.coordinator.handle_sync_group("g", 1, joined.member_id, None, None, "host-1", {}, box)
+    assert box.value.error is E.FENCED_INSTANCE_ID
+
+
+def test_static_member_gone_for_longer_than_its_session_is_removed(h: Harness) -> None:
+    joined = h.join(instance="host-1").value
+    h.sync(joined, assignments={}, instance="host-1")
+    h.advance(1500)
+    assert h.state() is GroupState.EMPTY
+
+
+def test_group_max_size(tmp_path: Path) -> None:
+    h = Harness(tmp_path, max_size=2)
+    stable_pair(h)
+    third = h.join(version=4).value
+    assert third.error is E.GROUP_MAX_SIZE_REACHED
+    assert h.state() is GroupState.STABLE and h.manager.get("g").size == 2  # type: ignore[union-attr]
+
+
+def test_inconsistent_protocols(h: Harness) -> None:
+    a = h.join(version=3).value
+    assert h.join(version=3, protocol_type="connect").value.error is \
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join(version=3, protocols=(("sticky", b""),)).value.error is \
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join(group="other", version=3, protocols=()).value.error is \
+        E.INCONSISTENT_GROUP_PROTOCOL
+    assert h.manager.get("g").generation_id == a.generation_id  # type: ignore[union-attr]
+
+
+def test_session_timeout_bounds(tmp_path: Path) -> None:
+    h = Harness(tmp_path, max_session_timeout_ms=5000)
+    assert h.join(session=5).value.error is E.INVALID_SESSION_TIMEOUT
+    assert h.join(session=6000).value.error is E.INVALID_SESSION_TIMEOUT
+
+
+def test_initial_rebalance_delay_gathers_early_members(tmp_path: Path) -> None:
+    h = Harness(tmp_path, initial_rebalance_delay_ms=300)
+    first, second = h.join(version=3, rebalance=2000), h.join(version=3, rebalance=2000)
+    assert first.value is None and second.value is None
+    h.advance(200)
+    third = h.join(version=3, rebalance=2000)  # a late joiner: the delay starts over
+    h.advance(200)
+    h.advance(200)
+    assert third.value is None
+    h.advance(200)
+    assert {b.value.generation_id for b in (first, second, third)} == {1}
+    assert len(first.value.members) == 3
+
+
+def test_commit_rules(h: Harness) -> None:
+    tp = ("t", 0)
+    # A "simple" consumer (no group management) may commit to an empty group.
+    assert h.commit("solo", "", -1, {tp: 5}) == {tp: E.NONE}
+    assert h.coordinator.handle_fetch_offsets("solo", [tp])[1][tp].offset == 5  # type: ignore[union-attr]
+    assert h.commit("never-seen", "m", 3, {tp: 5}) == {tp: E.ILLEGAL_GENERATION}
+    a, b = stable_pair(h)
+    assert h.commit("g", "", -1, {tp: 1}) == {tp: E.UNKNOWN_MEMBER_ID}
+    assert h.commit("g", "stranger", 2, {tp: 1}) == {tp: E.UNKNOWN_MEMBER_ID}
+    assert h.commit("g", a.member_id, 1, {tp: 1}) == {tp: E.ILLEGAL_GENERATION}
+    assert h.commit("g", a.member_id, 2, {tp: 1}, metadata="x" * 5000) == \
+        {tp: E.OFFSET_METADATA_TOO_LARGE}
+    assert h.commit("g", a.member_id, 2, {tp: 7}) == {tp: E.NONE}
+    h.join_new()  # a newcomer: PreparingRebalance, commits still accepted
+    assert h.commit("g", b.member_id, 2, {tp: 8}) == {tp: E.NONE}
+    error, offsets = h.coordinator.handle_fetch_offsets("g", None)
+    assert error is E.NONE and offsets[tp].offset == 8  # type: ignore[union-attr]
+
+
+def test_commit_while_completing_the_rebalance(h: Harness) -> None:
+    joined = h.join(version=3).value
+    assert h.commit("g", joined.member_id, 1, {("t", 0): 1}) == \
+        {("t", 0): E.REBALANCE_IN_PROGRESS}
+
+
+def test_leave_group(h: Harness) -> None:
+    a, b = stable_pair(h)
+    error, errors = h.coordinator.handle_leave_group(
+        "g", [(b.member_id, None), ("stranger", None)])
+    assert (error, errors) == (E.NONE, [E.NONE, E.UNKNOWN_MEMBER_ID])
+    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+    rejoined = h.join(member=a.member_id).value
+    assert [m.member_id for m in rejoined.members] == [a.member_id]
+
+
+def test_leave_by_group_instance_id(h: Harness) -> None:
+    joined = h.join(instance="host-1").value
+    h.sync(joined, assignments={}, instance="host-1")
+    assert h.coordinator.handle_leave_group("g", [("", "host-1")]) == (E.NONE, [E.NONE])
+    assert h.state() is GroupState.EMPTY
+
+
+def test_delete_groups(h: Harness) -> None:
+    stable_pair(h)
+    h.commit("old", "", -1, {("t", 0): 3})
+    errors = h.coordinator.handle_delete_groups(["g", "old", "missing"])
+    assert errors == {"g": E.NON_EMPTY_GROUP, "old": E.NONE, "missing": E.GROUP_ID_NOT_FOUND}
+    assert h.coordinator.handle_fetch_offsets("old", [("t", 0)])[1] == {("t", 0): None}
+
+
+def test_offset_delete_spares_subscribed_topics(h: Harness) -> None:
+    a, _ = stable_pair(h)
+    h.commit("g", a.member_id, 2, {("t", 0): 1, ("other", 0): 2})
+    error, errors = h.coordinator.handle_delete_offsets("g", [("t", 0), ("other", 0)])
+    assert error is E.NONE
+    assert errors == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE}
+    assert set(h.coordinator.handle_fetch_offsets("g", None)[1]) == {("t", 0)}
+    assert h.coordinator.handle_delete_offsets("missing", [("t", 0)])[0] is \
+        E.GROUP_ID_NOT_FOUND
+
+
+def test_offsets_of_an_empty_group_expire(tmp_path: Path) -> None:
+    h = Harness(tmp_path, offsets_retention_ms=10_000, offsets_retention_check_ms=1000)
+    joined = h.join(version=3).value
+    h.sync(joined, assignments={})
+    h.commit("g", joined.member_id, 1, {("t", 0): 4})
+    h.coordinator.handle_leave_group("g", [(joined.member_id, None)])
+    h.advance(5000)
+    assert h.coordinator.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None
+    h.advance(6000)
+    assert h.coordinator.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)] is None
+    assert h.state() is GroupState.DEAD  # empty and without offsets: gone
+
+
+def test_a_new_coordinator_loads_groups_and_offsets_from_the_log(h: Harness, tmp_path: Path
+                                                                 ) -> None:
+    a, b = stable_pair(h)
+    h.commit("g", a.member_id, 2, {("t", 0): 11, ("t", 1): 12})
+    h.commit("g", a.member_id, 2, {("t", 0): 13})
+    h.commit("simple", "", -1, {("t", 0): 1})
+    h.coordinator.handle_delete_groups(["simple"])
+    fresh = Harness(tmp_path, log=h.log)
+    group = fresh.manager.get("g")
+    assert group is not None and group.state is GroupState.STABLE
+    assert group.generation_id == 2 and set(group.members) == {a.member_id, b.member_id}
+    assert group.get(b.member_id).assignment == b"for-b"
+    assert fresh.coordinator.handle_fetch_offsets("g", None)[1] == {
+        ("t", 0): OffsetAndMetadata(13, -1, "", 1_700_000_000_000),
+        ("t", 1): OffsetAndMetadata(12, -1, "", 1_700_000_000_000)}
+    assert fresh.manager.get("simple") is None
+    # The loaded members keep their generation if they go on heartbeating...
+    assert fresh.heartbeat(a) is E.NONE
+    # ...and one that does not is expired after its session timeout.
+    fresh.advance(600)
+    assert fresh.heartbeat(a) is E.NONE
+    fresh.advance(600)
+    assert fresh.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+
+
+def test_requests_wait_while_the_partition_loads(h: Harness, tmp_path: Path) -> None:
+    a, _ = stable_pair(h)
+
+    async def scenario() -> None:
+        fresh = Harness.__new__(Harness)
+        fresh.now = 0.0
+        fresh.log = h.log
+        fresh.manager = GroupMetadataManager(h.log, 1, lambda: 0)
+        fresh.coordinator = GroupCoordinator(GroupConfig(min_session_timeout_ms=10),
+                                             fresh.manager, clock=lambda: 0, wall=lambda: 0)
+        fresh.manager.on_election(0)  # in a loop: a background load
+        assert fresh.join(version=3).value.error is E.COORDINATOR_LOAD_IN_PROGRESS
+        assert fresh.sync(a).value.error is E.REBALANCE_IN_PROGRESS
+        assert fresh.heartbeat(a) is E.NONE  # answered blindly while loading
+        await asyncio.sleep(0.05)
+        assert fresh.heartbeat(a) is E.NONE
+        assert fresh.heartbeat(a, generation=9) is E.ILLEGAL_GENERATION
+
+    asyncio.run(scenario())
+
+
+def test_losing_the_partition_answers_pending_requests(h: Harness) -> None:
+    a = h.join_new().value
+    h.sync(a, assignments={})
+    waiting = h.join_new()
+    h.manager.on_resignation(0)
+    assert waiting.value.error is E.NOT_COORDINATOR
+    assert h.heartbeat(a) is E.NOT_COORDINATOR
