@@ -2,8 +2,12 @@
 
 Like Kafka's network processor, a connection is served one request at a time
 (its channel is "muted" while a request is in flight), which keeps responses
-in request order. A frame larger than ``socket.request.max.bytes`` is refused
-before its payload is read; idle connections are closed after
+in request order. The exception is a run of pipelined Produce requests: they
+are appended in order as they arrive while earlier ones still wait for their
+acks=all replication, and answered in order (see ``_start_produce``).
+
+A frame larger than ``socket.request.max.bytes`` is refused before its
+payload is read; idle connections are closed after
 ``connections.max.idle.ms``; at ``max.connections`` new sockets are closed at once.
 
 The sockets are driven directly with ``loop.add_reader``/``add_writer``
@@ -48,9 +52,11 @@ log = logging.getLogger("slog.broker.server")
 
 _SIZE = struct.Struct(">i")
 RECV_BUFFER = 64 * 1024  # small frames are parsed out of this; larger ones get their own
-MAX_SPARE_BUFFER = 2 * 1024 * 1024  # a connection keeps its last large frame buffer up to this
+MAX_SPARE_BUFFER = 2 * 1024 * 1024  # a connection keeps its last large frame buffers up to this
+SPARE_BUFFERS = 4  # ...and this many of them
 READ_AHEAD_FRAMES = 16  # stop reading while this many requests wait for their turn...
 READ_AHEAD_BYTES = 1024 * 1024  # ...or this many bytes of them (Kafka reads none ahead)
+MAX_PIPELINED_PRODUCE = 16  # produce requests of one connection handled at once (in order)
 RELEASE_MAPPED_EVERY = 8 * 1024 * 1024  # bytes sent from segment maps between madvise calls
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 _ACCEPT_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
@@ -170,7 +176,8 @@ class KafkaServer:
 
 
 class _Connection:
-    """One client socket: frames in, one request in flight, responses out in order."""
+    """One client socket: frames in, one request (or a run of produces) in flight,
+    responses out in order."""
 
     def __init__(self, server: KafkaServer, loop: asyncio.AbstractEventLoop,
                  sock: socket.socket, peer: str):
@@ -186,7 +193,7 @@ class _Connection:
         self._end = 0
         self._big: memoryview | None = None  # a frame too large for _buf, being filled
         self._big_got = 0
-        self._spare: mmap.mmap | None = None  # the last large frame's buffer
+        self._spares: list[mmap.mmap] = []  # the last large frames' buffers
         self._frames: deque[object] = deque()  # frames, then _EOF or a ProtocolError
         self._queued_bytes = 0
         self._reading = True
@@ -208,8 +215,33 @@ class _Connection:
         dispatcher = self.server._dispatcher
         frames = self._frames
         out: list[Chunk] = []  # responses not written yet, in order
+        # Produce requests being handled, oldest first (see _start_produce).
+        inflight: deque[asyncio.Task[object]] = deque()
         try:
             while True:
+                if inflight:
+                    while frames and _is_produce(frames[0]) and \
+                            len(inflight) < MAX_PIPELINED_PRODUCE:
+                        inflight.append(self._start_produce(dispatcher, self._next_frame()))
+                    head = inflight[0]
+                    if not head.done():
+                        if out:
+                            await self._write(out)
+                            out = []
+                        await self._wait_for(head)
+                        continue
+                    inflight.popleft()
+                    response = head.result()
+                    if response is CLOSE_CONNECTION:
+                        if out:
+                            await self._write(out)
+                        return
+                    if response:
+                        out += response  # type: ignore[operator]
+                    if not (inflight and inflight[0].done() and len(out) < 64):
+                        await self._write(out)
+                        out = []
+                    continue
                 if not frames:
                     if out:
                         await self._write(out)
@@ -217,18 +249,20 @@ class _Connection:
                     self._busy = False
                     self._last_active = self._loop.time()
                     await self._wait_for_frame()
-                item = frames.popleft()
+                item = frames[0]
                 if item is _EOF or isinstance(item, ProtocolError):
+                    frames.popleft()
                     if out:
                         await self._write(out)
                     if item is _EOF:
                         return
                     raise item  # type: ignore[misc]
-                frame: bytes | memoryview = item  # type: ignore[assignment]
-                self._queued_bytes -= len(frame)
-                if not self._reading and not self._closed:
-                    self._resume_reading()
                 self._busy = True
+                if _is_produce(item):
+                    del item
+                    inflight.append(self._start_produce(dispatcher, self._next_frame()))
+                    continue
+                frame = self._next_frame()
                 response = await dispatcher.handle(frame, self.peer)  # type: ignore[arg-type]
                 del frame, item
                 if response is CLOSE_CONNECTION:
@@ -237,13 +271,8 @@ class _Connection:
                     return
                 if response:
                     out += response  # type: ignore[operator]
-                    # Pipelined produce requests (librdkafka keeps several in
-                    # flight) are answered with one write: a produce handler
-                    # never waits, so holding this response back delays it by
-                    # one append at most.
-                    if not (frames and _is_produce(frames[0]) and len(out) < 64):
-                        await self._write(out)
-                        out = []
+                    await self._write(out)
+                    out = []
         except (ConnectionError, asyncio.CancelledError):
             pass  # the client went away, or the broker is shutting down
         except ProtocolError as exc:
@@ -253,7 +282,41 @@ class _Connection:
         except Exception:
             log.exception("connection %s failed", self.peer)
         finally:
+            for task in inflight:
+                task.cancel()
             self.close()
+
+    def _next_frame(self) -> bytes | memoryview:
+        frame: bytes | memoryview = self._frames.popleft()  # type: ignore[assignment]
+        self._queued_bytes -= len(frame)
+        if not self._reading and not self._closed:
+            self._resume_reading()
+        return frame
+
+    def _start_produce(self, dispatcher: Dispatcher, frame: bytes | memoryview
+                       ) -> asyncio.Task[object]:
+        """Handle a Produce request while earlier ones wait for their acks.
+
+        An acks=all produce waits for the followers (tens of ms under load). A
+        producer keeps several requests in flight on its connection, and
+        handling them one at a time would make each wait for the previous
+        one's replication round: the followers would fetch one request's
+        batches per round. Tasks start in creation order, so the appends
+        still happen in request order; the responses are sent in request
+        order too; and a request of any other kind waits until every produce
+        before it has been answered, so nothing else is reordered.
+        """
+        return self._loop.create_task(dispatcher.handle(frame, self.peer))  # type: ignore[arg-type]
+
+    async def _wait_for(self, head: asyncio.Task[object]) -> None:
+        """Until ``head`` finishes or another frame arrives (it may be started)."""
+        waiter = self._frame_waiter = self._loop.create_future()
+        try:
+            await asyncio.wait((head, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._frame_waiter = None
+            if not waiter.done():
+                waiter.cancel()
 
     async def _write(self, out: list[Chunk]) -> None:
         self._send(out)
@@ -343,16 +406,18 @@ class _Connection:
         """A writable view of ``size`` bytes for one large frame.
 
         Zero-filling a fresh megabyte per produce request costs more than
-        receiving it, so the previous large buffer is reused when nothing
-        refers to it any more (no request object kept a view of its frame).
+        receiving it, so an earlier large buffer is reused when nothing refers
+        to it any more (no request object kept a view of its frame). A few are
+        kept, since pipelined produce requests hold theirs until answered.
         """
-        spare = self._spare
-        if spare is not None and len(spare) >= size and not _exported(spare):
-            return memoryview(spare)[:size]
+        for spare in self._spares:
+            if len(spare) >= size and not _exported(spare):
+                return memoryview(spare)[:size]
         # Anonymous memory is only committed as bytes arrive, so a client that
         # announces a 100 MB frame and sends two bytes costs two bytes, not 100 MB.
         buffer = mmap.mmap(-1, size)
-        self._spare = buffer if size <= MAX_SPARE_BUFFER else None
+        if size <= MAX_SPARE_BUFFER:
+            self._spares = [buffer, *self._spares[:SPARE_BUFFERS - 1]]
         return memoryview(buffer)
 
     def _queue(self, item: object) -> None:

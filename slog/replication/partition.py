@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from slog.core import batch
@@ -64,6 +65,8 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.needs_truncation = False  # a new follower epoch: ask the leader where to cut
         self.isr_change_in_flight = False
+        self.fenced_replicas: frozenset[int] = frozenset()
+        self.topic_id = ""  # the topic incarnation this log belongs to
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._rebuild_producer_state()
 
@@ -84,17 +87,29 @@ class Partition:
     def isr(self) -> tuple[int, ...]:
         return self.state.isr if self.state else ()
 
-    def become_leader(self, state: PartitionState) -> None:
-        """Take leadership at ``state.leader_epoch``; a new epoch starts at our LEO."""
+    def become_leader(self, state: PartitionState, fenced: Collection[int] = ()) -> None:
+        """Take leadership at ``state.leader_epoch``; a new epoch starts at our LEO.
+
+        ``fenced``: brokers the controller declared dead or paused. What they
+        fetched before (a dead follower's long poll can still be answered) and
+        what a replica had before it left the ISR (it may have restarted and
+        lost unflushed data since) never count: it rejoins on fresh fetches.
+        """
         newly = not self.is_leader or self.leader_epoch != state.leader_epoch
+        dropped = (set(self.isr) - set(state.isr)) | set(fenced)
         self.state = state
         self.isr_change_in_flight = False
+        self.fenced_replicas = frozenset(fenced)
         if newly:
             self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
             self.followers = {r: FollowerState() for r in state.replicas if r != self.broker_id}
         else:
             for replica in state.replicas:
-                if replica != self.broker_id:
+                if replica == self.broker_id:
+                    continue
+                if replica in dropped:
+                    self.followers[replica] = FollowerState()
+                else:
                     self.followers.setdefault(replica, FollowerState())
         self._maybe_advance_high_watermark()
 
@@ -176,10 +191,10 @@ class Partition:
         Returns True when the HW moved.
         """
         follower = self.followers.get(replica_id)
-        if follower is None:
-            return False
-        now = _now_ms()
         leo = self.log.log_end_offset
+        if follower is None or replica_id in self.fenced_replicas or fetch_offset > leo:
+            return False  # past our LEO: a diverged log (answered OFFSET_OUT_OF_RANGE)
+        now = _now_ms()
         if fetch_offset >= leo:
             follower.last_caught_up_ms = now
         elif fetch_offset >= follower.leader_leo_at_last_fetch:

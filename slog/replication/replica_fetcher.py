@@ -18,16 +18,18 @@ from typing import Any
 from slog.core.errors import CorruptRecordError, StorageError
 from slog.protocol.apis import ApiKey
 from slog.replication.broker_channel import BrokerChannel
+from slog.replication.fetch_response import FETCH_RESPONSE_VERSION, decode_fetch_response
 from slog.replication.partition import Partition
 
 log = logging.getLogger("slog.replication.fetcher")
 
-FETCH_VERSION = 12
+FETCH_VERSION = FETCH_RESPONSE_VERSION
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 FETCH_MAX_WAIT_MS = 500  # replica.fetch.wait.max.ms
 PARTITION_FETCH_BYTES = 8 * 1024 * 1024
 RESPONSE_FETCH_BYTES = 64 * 1024 * 1024
 BACKOFF_S = 0.2  # replica.fetch.backoff.ms: after an error, don't spin
+METADATA_LAG_BACKOFF_S = 0.02  # ...but a leader change still propagating settles in ~50 ms
 UNDEFINED_EPOCH = -1
 
 TopicPartition = tuple[str, int]
@@ -43,6 +45,7 @@ class ReplicaFetcher:
         self._on_progress = on_progress
         self._channel = BrokerChannel(*address, client_id=f"replica-fetcher-{broker_id}")
         self._task: asyncio.Task[None] | None = None
+        self._leader_behind = False  # the last answer said "not (yet) the leader"
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -74,7 +77,11 @@ class ReplicaFetcher:
                 await asyncio.sleep(BACKOFF_S)
                 continue
             if not progressed:
-                await asyncio.sleep(BACKOFF_S)
+                # The leader not knowing yet that it leads (or at which epoch) is
+                # brokers reading the metadata log at their own pace: a poll
+                # interval, not a failure worth replica.fetch.backoff.ms.
+                await asyncio.sleep(METADATA_LAG_BACKOFF_S if self._leader_behind
+                                    else BACKOFF_S)
 
     # -- truncation ----------------------------------------------------------------------
     async def _truncate_where_needed(self) -> None:
@@ -87,9 +94,11 @@ class ReplicaFetcher:
             for (topic, number), p in pending.items())}
         response = await self._channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH,
                                                OFFSET_FOR_LEADER_EPOCH_VERSION, body)
+        self._leader_behind = False
         for topic in response.topics:
             for result in topic.partitions:
                 partition = pending.get((topic.topic, result.partition))
+                self._leader_behind |= int(result.error_code) in _METADATA_LAG
                 if partition is None or result.error_code != 0:
                     continue
                 self._truncate(partition, result.leader_epoch, result.end_offset)
@@ -119,6 +128,7 @@ class ReplicaFetcher:
         ready = {k: p for k, p in self.partitions.items() if not p.needs_truncation}
         if not ready:
             return False
+        self._leader_behind = False
         body = {
             "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
             "max_bytes": RESPONSE_FETCH_BYTES, "isolation_level": 0, "session_id": 0,
@@ -130,7 +140,9 @@ class ReplicaFetcher:
                          "partition_max_bytes": PARTITION_FETCH_BYTES})
                 for (topic, number), p in ready.items()),
         }
-        response = await self._channel.request(ApiKey.FETCH, FETCH_VERSION, body)
+        # Decoded by hand: the records stay slices of the received frame (no copy).
+        response = decode_fetch_response(
+            await self._channel.request_frame(ApiKey.FETCH, FETCH_VERSION, body))
         progressed = response.error_code == 0
         for topic in response.responses:
             for result in topic.partitions:
@@ -162,10 +174,14 @@ class ReplicaFetcher:
             else:
                 partition.needs_truncation = True
             return True
+        self._leader_behind |= code in _METADATA_LAG
         return False  # not leader / fenced epoch: wait for the metadata to catch up
 
 
 _OFFSET_OUT_OF_RANGE = 1
+# NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH: one of us has
+# not read the latest leader change yet.
+_METADATA_LAG = frozenset({6, 74, 75})
 
 
 def _by_topic(items: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:

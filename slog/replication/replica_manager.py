@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 
+from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
 from slog.core.config import BrokerConfig
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
@@ -28,6 +31,30 @@ TopicPartition = tuple[str, int]
 AlterIsr = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
 LeadershipListener = Callable[[str, int, bool], None]
 ISR_CHECK_INTERVAL_S = 0.25
+
+
+PARTITION_METADATA = "partition.metadata"
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id a log directory belongs to, or None if it does not say."""
+    try:
+        lines = (directory / PARTITION_METADATA).read_text().splitlines()
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    found = dict(line.split(": ", 1) for line in lines if ": " in line)
+    return found.get("topic_id") or None
+
+
+def write_topic_id(directory: Path, topic_id: str) -> None:
+    """Written once per new log, atomically but without an fsync (a topic with
+    thousands of partitions would wait for as many): a file lost in a crash only
+    means that log is adopted by the next topic of its name, as before."""
+    temp = directory / (PARTITION_METADATA + TEMP_SUFFIX)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"version: 0\ntopic_id: {topic_id}\n")
+    os.replace(temp, directory / PARTITION_METADATA)
 
 
 class ReplicaManager:
@@ -66,15 +93,20 @@ class ReplicaManager:
             self._remove(key)
         self._remove_orphan_logs(wanted)
         follow = {}
+        fenced = frozenset(b.broker_id for b in image.brokers.values() if b.fenced)
         for key, state in wanted.items():
+            topic_id = image.topics[key[0]].topic_id
             partition = self.partitions.get(key)
+            if partition is not None and partition.topic_id != topic_id:
+                self._remove(key)  # deleted and created again under the same name
+                partition = None
             if partition is None:
-                partition = self._open(key)
+                partition = self._open(key, topic_id)
             else:
                 partition.log.update_config(self.log_config_for(key[0]))
             was_leader = partition.is_leader
             if state.leader == self.broker_id:
-                partition.become_leader(state)
+                partition.become_leader(state, fenced)
             else:
                 partition.become_follower(state)
                 leader = image.brokers.get(state.leader)
@@ -86,10 +118,28 @@ class ReplicaManager:
         self.fetchers.assign(follow)
         self.notify()
 
-    def _open(self, key: TopicPartition) -> Partition:
+    def _open(self, key: TopicPartition, topic_id: str) -> Partition:
+        """Open (or create) a replica's log, never one left by an older same-named topic.
+
+        Each log directory records the id of the topic it belongs to in
+        ``partition.metadata`` (Kafka's file, KIP-516). A broker that was down
+        while its topic was deleted and re-created finds the old id there and
+        starts from an empty log instead of offering the old records as the
+        new topic's (its leader-epoch truncation could not tell them apart).
+        """
         topic, number = key
         plog = self.log_manager.get_or_create(topic, number, self.log_config_for(topic))
+        stored = read_topic_id(plog.directory)
+        if stored is not None and stored != topic_id:
+            log.warning("%s-%d on disk belongs to a deleted topic of the same name (id %s, "
+                        "now %s): deleting it", topic, number, stored, topic_id)
+            self.log_manager.delete(topic, number)
+            plog = self.log_manager.get_or_create(topic, number, self.log_config_for(topic))
+            stored = None
+        if stored is None:
+            write_topic_id(plog.directory, topic_id)
         partition = Partition(topic, number, plog, self.broker_id)
+        partition.topic_id = topic_id
         self.partitions[key] = partition
         return partition
 

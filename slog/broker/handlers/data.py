@@ -89,6 +89,7 @@ async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
 
 
 async def produce(ctx: RequestContext, request: Any) -> Any:
+    ctx.broker.poll_metadata_if_stale()  # never append as a leader deposed during a stall
     acks = request.acks
     responses = []
     commits: list[Commit] = []
@@ -143,8 +144,9 @@ def _read_partition(ctx: RequestContext, topic: str, request: Any, budget: int,
     if follower >= 0 and partition.update_follower(follower, request.fetch_offset):
         ctx.broker.replicas.notify()  # the HW moved: consumers and acks=all may proceed
     try:
-        fetched = partition.read(request.fetch_offset, min(budget, request.partition_max_bytes),
-                                 committed_only=follower < 0)
+        fetched = ctx.broker.replication_throttle.read(  # throttles reassignment copies only
+            ctx.broker.image, partition, follower, request.fetch_offset,
+            min(budget, request.partition_max_bytes))
     except OffsetOutOfRangeError:
         result.error_code = code("offset_out_of_range")
         return result, 0

@@ -1,0 +1,88 @@
+"""Every in-sync replica dies: the partition stays offline unless unclean election is allowed.
+
+RF=2 on brokers that are not the controller: the follower dies first (the
+ISR shrinks to the leader), the leader takes more acks=all records, then it
+dies too. The old follower comes back out of sync. With unclean election off
+the partition stays offline and produce fails within its timeout; turning it
+on (a topic config, through the CLI) or asking for it (ElectLeaders, unclean)
+makes the out-of-sync replica lead, and the loss is logged.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from slog.client.errors import KafkaError
+from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
+from tests.brokers import run_cli
+from tests.cluster.conftest import Cluster, check_identical_replicas, wait_until
+
+ELECTION_UNCLEAN = 1
+
+
+def _elect_unclean(cluster: Cluster, topic: str, partition: int) -> int:
+    """ElectLeaders v2, election_type=1 (unclean), sent to the controller."""
+    with cluster.connect(cluster.controller()) as conn:
+        response = conn.request(ApiKey.ELECT_LEADERS, {
+            "election_type": ELECTION_UNCLEAN, "timeout_ms": 5_000,
+            "topic_partitions": [{"topic": topic, "partitions": [partition]}]}, version=2)
+    assert response.error_code == 0
+    [result] = [p for t in response.replica_election_results for p in t.partition_result]
+    return int(result.error_code)
+
+
+@pytest.mark.parametrize("how", ["topic-config", "elect-leaders"])
+def test_unclean_election_only_when_asked(cluster: Cluster, how: str) -> None:
+    topic = "offline"
+    a, b = sorted(x for x in cluster.brokers if x != cluster.controller())
+    cluster.create_topic(topic, assignment={0: [a, b]}, configs={"min.insync.replicas": "1"})
+    for i in range(5):
+        cluster.append_to(a, topic, 0, [f"both-{i}".encode()], acks=-1)
+    cluster.kill(b)
+    cluster.wait_isr(topic, 0, [a], timeout_s=10)
+    for i in range(5):  # acknowledged by the ISR [a] alone
+        cluster.append_to(a, topic, 0, [f"only-a-{i}".encode()], acks=-1)
+    cluster.kill(a)
+    cluster.restart(b)
+    cluster.wait_registered([b])
+    # b is alive but out of sync: with unclean election off nobody may lead.
+    state = cluster.state(topic)
+    assert state.leader == -1 and state.isr == (a,), state
+    assert "unclean" not in cluster.log_lines(cluster.controller(), "slog.controller")
+    assert cluster.produce_to(b, topic, 0, [b"nobody leads"], acks=-1) == \
+        int(ErrorCode.not_leader_or_follower)
+    with cluster.producer(delivery_timeout_ms=2_000, request_timeout_ms=1_000,
+                          max_block_ms=2_000) as producer:
+        started = time.monotonic()
+        with pytest.raises(KafkaError):
+            producer.send(topic, b"offline", partition=0).result(timeout=10)
+        assert time.monotonic() - started < 6, "produce to an offline partition hung"
+    meta = cluster.admin().cluster.refresh_metadata([topic])
+    assert meta.topics[topic].partitions[0].error_code == int(ErrorCode.leader_not_available)
+
+    if how == "topic-config":
+        result = run_cli("topic", "alter", topic, "-c", "unclean.leader.election.enable=true",
+                         "--bootstrap", cluster.bootstrap)
+        assert result.returncode == 0, result.stderr
+    else:
+        assert _elect_unclean(cluster, topic, 0) == 0
+    assert cluster.wait_leader(topic, timeout_s=10) == b
+    assert cluster.state(topic).isr == (b,)
+    assert "unclean" in cluster.log_lines(cluster.controller(), "slog.controller")
+
+    # b leads with what it had: the five records only a had are gone.
+    wait_until(lambda: cluster.high_watermark(topic) == 5, 10, "b's HW to be its LEO, 5")
+    values = [r.value for r in cluster.read_all(topic, 0, 5)]
+    assert values == [f"both-{i}".encode() for i in range(5)]
+    for i in range(3):
+        cluster.append_to(b, topic, 0, [f"after-{i}".encode()], acks=-1)
+    # a comes back, truncates its five lost records (and says so), and follows b.
+    cluster.restart(a)
+    cluster.wait_in_sync(topic)
+    assert "truncating from 10 to 5" in cluster.log_text(a)
+    values = [r.value for r in cluster.read_all(topic, 0, 8)]
+    assert values[5:] == [f"after-{i}".encode() for i in range(3)]
+    check_identical_replicas(cluster, topic, {0: 8})
