@@ -106,7 +106,7 @@ def _guard_against_leaks() -> None:
         _kill_leftovers()
         if callable(previous):
             previous(signum, frame)
-        else:
+        elif previous != signal.SIG_IGN:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
 

@@ -79,10 +79,9 @@ def test_controller_killed_during_topic_creation(cluster: Cluster) -> None:
     with cluster.admin() as admin:
         listed = {t.name for t in admin.list_topics()}
     assert set(names) <= listed
-    for name in names:
-        for state in image.topics[name].partitions.values():
-            for broker_id in state.replicas:
-                assert cluster.layout.partition_dir(broker_id, name, state.partition).is_dir()
+    wait_until(lambda: all(cluster.layout.partition_dir(b, name, state.partition).is_dir()
+                           for name in names for state in image.topics[name].partitions.values()
+                           for b in state.replicas), 10, "every replica to open its log")
 
 
 def test_controller_killed_during_reassignment(cluster: Cluster) -> None:
