@@ -81,6 +81,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_support import BenchTimeout, Deadline  # noqa: E402
 
 from slog.broker.daemon import start_daemon, stop_daemon  # noqa: E402
 
@@ -113,8 +116,6 @@ REDIS_READ_PIPELINE = 10
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-class BenchTimeout(Exception):
-    pass
 
 
 @dataclass(frozen=True)
@@ -155,18 +156,6 @@ class RunMemory:
 # ------------------------------------------------------------------ helpers
 
 
-class Deadline:
-    def __init__(self, seconds: float):
-        self.end = time.monotonic() + seconds
-
-    def left(self) -> float:
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise BenchTimeout("benchmark time limit reached")
-        return left
-
-    def check(self) -> None:
-        self.left()
 
 
 def free_port() -> int:

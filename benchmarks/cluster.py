@@ -45,10 +45,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -60,12 +58,16 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_support import BenchTimeout, Deadline  # noqa: E402
 
 from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E402
 from slog.core.datadir import known_broker_ids, read_broker_info  # noqa: E402
 from slog.core.metadata import MetadataImage  # noqa: E402
 from slog.core.metadata_log import MetadataLogReader  # noqa: E402
 from slog.core.names import DataDirLayout  # noqa: E402
+from tests.brokers import free_port_range  # noqa: E402
 
 BROKERS = 3
 UP_TARGET_S = 3.0
@@ -81,19 +83,8 @@ PRODUCER_CONFIG = {  # as benchmarks/broker.py, with acks set per topic
 }
 
 
-class BenchTimeout(Exception):
-    pass
 
 
-class Deadline:
-    def __init__(self, seconds: float):
-        self.end = time.monotonic() + seconds
-
-    def left(self) -> float:
-        left = self.end - time.monotonic()
-        if left <= 0:
-            raise BenchTimeout("benchmark time limit reached")
-        return left
 
 
 def wait_until(condition, deadline: Deadline, what: str, limit_s: float = 30.0):
@@ -106,20 +97,6 @@ def wait_until(condition, deadline: Deadline, what: str, limit_s: float = 30.0):
             deadline.left()
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(0.01)
-
-
-def free_port_range(count: int) -> int:
-    for _ in range(100):
-        base = random.randrange(20000, 60000 - count)
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports")
 
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import random
 import socket
 import subprocess
 import sys
@@ -18,6 +19,21 @@ def free_port() -> int:
     with contextlib.closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def free_port_range(count: int, attempts: int = 50) -> int:
+    """A base port such that ``count`` consecutive ports can all be bound right now."""
+    for _ in range(attempts):
+        base = random.randrange(20000, 60000 - count)
+        with contextlib.ExitStack() as stack:
+            try:
+                for port in range(base, base + count):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 @dataclass

@@ -132,28 +132,25 @@ def _skip_compact_blob(buf: Buf, pos: int, end: int, edits: list[_Edit]) -> int:
     return pos
 
 
-def _skip_legacy_string(buf: Buf, pos: int, end: int, edits: list[_Edit]) -> int:
-    (n,) = _INT16.unpack_from(buf, pos)
-    pos += 2
-    if n >= 0:
-        pos += n
-    elif n != -1:
-        raise _Bad(f"negative string length {n}")
-    if pos > end:
-        raise _Bad("string runs past the end")
-    return pos
+def _legacy_skipper(length: struct.Struct, what: str) -> _Skip:
+    """Skip a non-flexible STRING (int16 length) or BYTES (int32 length); -1 is null."""
+
+    def skip(buf: Buf, pos: int, end: int, edits: list[_Edit]) -> int:
+        (n,) = length.unpack_from(buf, pos)
+        pos += length.size
+        if n >= 0:
+            pos += n
+        elif n != -1:
+            raise _Bad(f"negative {what} length {n}")
+        if pos > end:
+            raise _Bad(f"{what} runs past the end")
+        return pos
+
+    return skip
 
 
-def _skip_legacy_bytes(buf: Buf, pos: int, end: int, edits: list[_Edit]) -> int:
-    (n,) = _INT32.unpack_from(buf, pos)
-    pos += 4
-    if n >= 0:
-        pos += n
-    elif n != -1:
-        raise _Bad(f"negative bytes length {n}")
-    if pos > end:
-        raise _Bad("bytes run past the end")
-    return pos
+_skip_legacy_string = _legacy_skipper(_INT16, "string")
+_skip_legacy_bytes = _legacy_skipper(_INT32, "bytes")
 
 
 def _primitive(kafka_type: str, flexible: bool) -> tuple[int | _Skip, int]:

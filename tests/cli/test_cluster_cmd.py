@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -19,24 +18,9 @@ import pytest
 from slog.broker.daemon import is_running, stop_daemon
 from slog.core.datadir import known_broker_ids, read_broker_info
 from slog.core.names import DataDirLayout
-from tests.brokers import free_port, run_cli
+from tests.brokers import free_port, free_port_range, run_cli
 
 BROKERS = 3
-
-
-def free_port_range(count: int, attempts: int = 50) -> int:
-    """A base port such that ``count`` consecutive ports can all be bound right now."""
-    for _ in range(attempts):
-        base = random.randrange(20000, 60000 - count)
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise RuntimeError(f"no {count} consecutive free ports found")
 
 
 def cluster(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
