@@ -85,7 +85,7 @@ class SegmentRead(NamedTuple):
 @dataclass(frozen=True)
 class RecoveryResult:
     valid_bytes: int
-    garbage_bytes: int  # non-zero bytes dropped after the last valid batch
+    garbage_bytes: int  # non-zero bytes dropped within 1 MiB after the last valid batch
     next_offset: int
     reason: str | None  # why the scan stopped, when garbage was dropped
 
@@ -520,7 +520,11 @@ class LogSegment:
         self.offset_index.reset()
         self.time_index.reset()
         position, reason = self._scan_valid(file_length, min_offset, next_segment_base)
-        garbage = _nonzero_end(self._map, position, file_length) - position
+        # Look for invalid bytes only just past the valid end: the rest of an
+        # active segment is its preallocated zero tail, and reading all of it
+        # made every restart after a crash touch 64 MiB per partition.
+        window_end = min(file_length, position + len(_ZEROS))
+        garbage = _nonzero_end(self._map, position, window_end) - position
         self._size = position
         self._rolling_ts = None
         if file_length > position:
