@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from slog.broker import liveness
 from slog.broker.offsets_topic import build_group_coordinator
+from slog.broker.security import Security
 from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
@@ -33,7 +34,7 @@ from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
-from slog.replication.broker_channel import BrokerChannel
+from slog.replication.broker_channel import BrokerChannel, use_sasl_login
 from slog.replication.controller import BrokerStatus, Controller
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
@@ -83,11 +84,14 @@ class Broker:
         self._tasks: list[asyncio.Task[None]] = []
         self._metadata_polled_at = time.monotonic()
         self._controller_channel: BrokerChannel | None = None
+        self.security = Security(config)
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
         """Everything before listening: locks, recovery, metadata replay."""
         ensure_data_dir(self.layout.root)
+        self.security.load_inter_broker_secret()
+        use_sasl_login(self.security.inter_broker_login)
         self.cluster_id = load_or_create_cluster(self.layout).cluster_id
         if not self._acquire_alive_lock():
             other = read_broker_info(self.layout, self.broker_id)

@@ -73,11 +73,21 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
             )
         info = read_broker_info(layout, broker_id)
         if info is not None and info.pid == proc.pid and _port_open(info.host, info.port):
+            _warn_if_exposed(info.host, overrides or {})
             return info
         time.sleep(0.02)
     proc.terminate()
     raise BrokerStartError(f"broker {broker_id} did not start within {timeout_s:.0f}s:\n"
                            f"{tail_log(log_path)}")
+
+
+def _warn_if_exposed(host: str, overrides: Mapping[str, str]) -> None:
+    from slog.broker.security import exposure_warning
+
+    sasl = overrides.get("security.protocol", "PLAINTEXT").strip() == "SASL_PLAINTEXT"
+    warning = exposure_warning(host, sasl)
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 def stop_daemon(broker_id: int, data_dir: Path, timeout_s: float = 30.0,

@@ -13,14 +13,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from slog.broker.access import denial
+from slog.broker.sasl import any_topic_allowed, raw_sasl_token
+from slog.core.acls import Operation, ResourceType
 from slog.protocol.apis import ApiKey, ApiSpec, api_versions_table, response_class
-from slog.protocol.codec import api_versions_fallback_response, decode_request, encode_response
+from slog.protocol.codec import (
+    api_versions_fallback_response,
+    decode_request,
+    encode_response,
+    error_response,
+)
 from slog.protocol.errors import ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.shapes import shape
 
 if TYPE_CHECKING:
     from slog.broker.broker import Broker
+    from slog.broker.security import Session
 
 log = logging.getLogger("slog.broker.dispatch")
 
@@ -37,6 +46,9 @@ class _Sentinel:
 
 CLOSE_CONNECTION: Final = _Sentinel("CLOSE_CONNECTION")
 NO_RESPONSE: Final = _Sentinel("NO_RESPONSE")
+# What a connection may ask before it has authenticated (security.protocol=SASL_PLAINTEXT).
+PRE_AUTHENTICATION_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                                     ApiKey.SASL_AUTHENTICATE})
 
 
 @dataclass(frozen=True)
@@ -51,10 +63,17 @@ class RequestContext:
     broker: Broker
     header: RequestHeader
     peer: str
+    session: Session | None = None  # None: a caller without a connection (tests)
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the ACLs let this connection's principal do ``operation`` on the resource."""
+        broker = self.broker
+        return broker.security.allows(broker.image.acls, self.session, operation,
+                                      resource_type, name)
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
@@ -67,14 +86,24 @@ class Dispatcher:
         self.table: tuple[ApiSpec, ...] = api_versions_table(self._handlers)
         self._specs = {spec.api_key: spec for spec in self.table}
 
-    async def handle(self, frame: bytes, peer: str) -> Buffers | _Sentinel | None:
+    async def handle(self, frame: bytes, peer: str, session: Session | None = None
+                     ) -> Buffers | _Sentinel | None:
         stats = self._broker.stats
         stats.requests += 1
         stats.bytes_in += len(frame) + 4
+        security = self._broker.security
+        if session is not None and session.raw_tokens:
+            token = raw_sasl_token(security, session, frame, peer)
+            return CLOSE_CONNECTION if token is None else [token]
         try:
             header, body_offset = parse_request_header(frame)
         except ProtocolError as exc:
             log.info("unparseable request header from %s: %s", peer, exc)
+            return CLOSE_CONNECTION
+        if security.sasl_enabled and not (session is not None and session.authenticated) \
+                and header.api_key not in PRE_AUTHENTICATION_APIS:
+            # Kafka closes an unauthenticated connection that asks for anything else.
+            log.info("closing %s: api %s before authentication", peer, header.api_key)
             return CLOSE_CONNECTION
         spec = self._specs.get(header.api_key)
         if spec is None or not spec.supports(header.api_version):
@@ -88,7 +117,11 @@ class Dispatcher:
         except ProtocolError as exc:
             log.info("malformed %s v%d from %s: %s", spec.name, header.api_version, peer, exc)
             return CLOSE_CONNECTION
-        context = RequestContext(self._broker, header, peer)
+        context = RequestContext(self._broker, header, peer, session)
+        if security.authorizer_enabled:
+            refused = self._refuse_unauthorized(context, request)
+            if refused is not None:
+                return refused
         try:
             result = await self._handlers[header.api_key](context, request)
         except Exception:
@@ -105,3 +138,16 @@ class Dispatcher:
             buffers = [encode_response(header, body)]
         stats.bytes_out += sum(len(b) for b in buffers)
         return buffers
+
+    def _refuse_unauthorized(self, context: RequestContext, request: Any
+                             ) -> Buffers | _Sentinel | None:
+        """None if the ACLs allow the request, else its answer: every item gets the error."""
+        header = context.header
+        error = denial(header.api_key, request, context.allowed,
+                       lambda: any_topic_allowed(context, Operation.WRITE))
+        if error is None:
+            return None
+        log.info("%s denied api %s from %s (error %d)", context.session.principal
+                 if context.session else "?", header.api_key, context.peer, error)
+        body = error_response(header, request, error)
+        return CLOSE_CONNECTION if body is None else [encode_response(header, body)]

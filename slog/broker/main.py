@@ -11,6 +11,7 @@ from pathlib import Path
 from slog.broker.broker import Broker
 from slog.broker.dispatcher import Dispatcher
 from slog.broker.handlers import all_handlers
+from slog.broker.security import exposure_warning
 from slog.broker.server import KafkaServer
 from slog.core.config import BrokerConfig
 from slog.protocol import warm_up
@@ -49,8 +50,9 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     warming = asyncio.create_task(_warm_up_rest([s for s in dispatcher.table if s not in first]))
     log.info("broker %d listening on %s:%d (data dir %s)", config.broker_id, config.host, port,
              config.data_dir)
-    if config.host == "0.0.0.0":
-        log.warning("listening on all interfaces without authentication")
+    exposed = exposure_warning(config.host, broker.security.sasl_enabled)
+    if exposed:
+        log.warning(exposed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -45,6 +45,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from slog.broker.dispatcher import CLOSE_CONNECTION, Dispatcher
+from slog.broker.security import Session
 from slog.core.config import BrokerConfig
 from slog.protocol.errors import FrameTooLargeError, MalformedFrameError, ProtocolError
 
@@ -58,6 +59,7 @@ READ_AHEAD_FRAMES = 16  # stop reading while this many requests wait for their t
 READ_AHEAD_BYTES = 1024 * 1024  # ...or this many bytes of them (Kafka reads none ahead)
 MAX_PIPELINED_PRODUCE = 16  # produce requests of one connection handled at once (in order)
 RELEASE_MAPPED_EVERY = 8 * 1024 * 1024  # bytes sent from segment maps between madvise calls
+PRE_AUTH_MAX_BYTES = 512 * 1024
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 _ACCEPT_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _EOF = object()  # queued after the last frame of a connection closed by the peer
@@ -74,6 +76,10 @@ class KafkaServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._mapped = _MappedPages(RELEASE_MAPPED_EVERY)
         self.max_bytes = config.get_int("socket.request.max.bytes")
+        # Before a SASL login a frame may be at most this big (Kafka's
+        # sasl.server.max.receive.size): strangers cannot make us buffer 100 MB.
+        self.pre_auth_max_bytes = min(self.max_bytes, PRE_AUTH_MAX_BYTES) \
+            if config.values["security.protocol"] == "SASL_PLAINTEXT" else self.max_bytes
         self.idle_s = config.get_int("connections.max.idle.ms") / 1000
         self.port = config.port
 
@@ -186,7 +192,7 @@ class _Connection:
         self._loop = loop
         self._sock = sock
         self._fd = sock.fileno()
-        self._max_bytes = server.max_bytes
+        self._max_bytes = server.pre_auth_max_bytes
         self._buf = bytearray(RECV_BUFFER)
         self._view = memoryview(self._buf)
         self._start = 0  # unparsed bytes are _buf[_start:_end]
@@ -204,6 +210,7 @@ class _Connection:
         self._busy = False  # a request is being handled or its response sent
         self._closed = False
         self._last_active = loop.time()
+        self.session = Session(host=peer.rpartition(":")[0] or "*")  # SASL state, principal
         loop.add_reader(self._fd, self._on_readable)
         self.task = loop.create_task(self._serve(), name=f"kafka-connection {peer}")
 
@@ -263,7 +270,8 @@ class _Connection:
                     inflight.append(self._start_produce(dispatcher, self._next_frame()))
                     continue
                 frame = self._next_frame()
-                response = await dispatcher.handle(frame, self.peer)  # type: ignore[arg-type]
+                response = await dispatcher.handle(
+                    frame, self.peer, self.session)  # type: ignore[arg-type]
                 del frame, item
                 if response is CLOSE_CONNECTION:
                     if out:
@@ -273,6 +281,10 @@ class _Connection:
                     out += response  # type: ignore[operator]
                     await self._write(out)
                     out = []
+                if self.session.close_after_response:
+                    return  # a failed SASL exchange: answered, now closed
+                if self.session.authenticated:
+                    self._max_bytes = self.server.max_bytes
         except (ConnectionError, asyncio.CancelledError):
             pass  # the client went away, or the broker is shutting down
         except ProtocolError as exc:
@@ -306,7 +318,8 @@ class _Connection:
         order too; and a request of any other kind waits until every produce
         before it has been answered, so nothing else is reordered.
         """
-        return self._loop.create_task(dispatcher.handle(frame, self.peer))  # type: ignore[arg-type]
+        return self._loop.create_task(
+            dispatcher.handle(frame, self.peer, self.session))  # type: ignore[arg-type]
 
     async def _wait_for(self, head: asyncio.Task[object]) -> None:
         """Until ``head`` finishes or another frame arrives (it may be started)."""

@@ -19,11 +19,13 @@ and reconnect.
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 from collections import deque
 from typing import Any, NamedTuple
 
-from slog.client.errors import BrokerUnavailableError, ConnectionClosedError
+from slog.client.errors import BrokerUnavailableError, ConnectionClosedError, KafkaError
+from slog.core.scram import SaslError, SaslLogin, client_exchange
 from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.errors import ErrorCode, ProtocolError
@@ -54,7 +56,23 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.INIT_PRODUCER_ID: 4,
     ApiKey.DESCRIBE_CLUSTER: 1,
     ApiKey.ELECT_LEADERS: 2,  # v1+: election type (unclean)
+    ApiKey.DESCRIBE_ACLS: 3,
+    ApiKey.CREATE_ACLS: 3,
+    ApiKey.DELETE_ACLS: 3,
 }
+
+
+def sasl_login_from_env() -> SaslLogin | None:
+    """The login named by ``SLOG_SASL_MECHANISM``, ``SLOG_SASL_USERNAME`` and
+    ``SLOG_SASL_PASSWORD`` (None when no mechanism is set), so every command of
+    the CLI can talk to a secured cluster."""
+    mechanism = os.environ.get("SLOG_SASL_MECHANISM", "").strip().upper()
+    if not mechanism:
+        return None
+    username = os.environ.get("SLOG_SASL_USERNAME", "")
+    if not username:
+        raise ValueError("SLOG_SASL_MECHANISM is set but SLOG_SASL_USERNAME is not")
+    return SaslLogin(mechanism, username, os.environ.get("SLOG_SASL_PASSWORD", ""))
 
 
 class UnsupportedApiError(ConnectionError):
@@ -69,8 +87,10 @@ class _Pending(NamedTuple):
 
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "slog", timeout_s: float = 10.0,
-                 node_id: int = -1):
+                 node_id: int = -1, sasl: SaslLogin | None = None):
         self.host = host
+        # SASL login; by default from SLOG_SASL_MECHANISM/_USERNAME/_PASSWORD.
+        self._sasl = sasl if sasl is not None else sasl_login_from_env()
         self.port = port
         self.node_id = node_id
         self.client_id = client_id
@@ -120,7 +140,35 @@ class BrokerConnection:
             raise BrokerUnavailableError(
                 f"broker at {self.host}:{self.port} did not answer ApiVersions ({exc})"
             ) from exc
+        if self._sasl is not None:
+            try:
+                self._authenticate(self._sasl)
+            except BaseException:
+                self.close()
+                raise
         return self
+
+    def _authenticate(self, login: SaslLogin) -> None:
+        """SaslHandshake v1, then SaslAuthenticate rounds (KIP-152)."""
+        handshake = self._request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism})
+        if handshake.error_code:
+            raise KafkaError.for_code(handshake.error_code, (
+                f"the broker offers {', '.join(handshake.mechanisms) or 'no SASL'}, "
+                f"not {login.mechanism}"))
+        version = min(self.versions.get(ApiKey.SASL_AUTHENTICATE, (0, 0))[1], 2)
+        conversation = client_exchange(login)
+        token = next(conversation)
+        while True:
+            answer = self._request(ApiKey.SASL_AUTHENTICATE, version, {"auth_bytes": token})
+            if answer.error_code:
+                raise KafkaError.for_code(answer.error_code, answer.error_message)
+            try:
+                token = conversation.send(bytes(answer.auth_bytes))
+            except StopIteration:
+                return
+            except SaslError as exc:
+                raise KafkaError.for_code(ErrorCode.sasl_authentication_failed,
+                                          str(exc)) from None
 
     def _negotiate(self) -> None:
         response = self._request(ApiKey.API_VERSIONS, 3, {"client_software_name": "slog",

@@ -17,6 +17,8 @@ Records are plain dicts (JSON in the log) with a ``type`` key:
 ``topic_config``     topic, configs (value None deletes the override)
 ``remove_topic``     name: a topic was deleted
 ``producer_ids``     next_producer_id: the next unallocated producer id block start
+``acl``              an ACL binding was created (fields of :class:`slog.core.acls.AclBinding`)
+``remove_acl``       an ACL binding was deleted (same fields)
 
 Every record also carries ``controller_epoch`` (stale controllers are ignored)
 and ``ts`` (milliseconds).
@@ -27,6 +29,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from slog.core.acls import AclBinding, AclError
 
 NO_LEADER = -1
 
@@ -118,6 +122,7 @@ class MetadataImage:
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     topics: dict[str, TopicImage] = field(default_factory=dict)
     next_producer_id: int = 0
+    acls: set[AclBinding] = field(default_factory=set)
 
     def apply(self, record: Mapping[str, Any], offset: int | None = None) -> bool:
         """Apply one record; returns False when it was ignored as stale."""
@@ -215,7 +220,20 @@ def _apply_producer_ids(image: MetadataImage, record: Mapping[str, Any]) -> None
     image.next_producer_id = max(image.next_producer_id, int(record["next_producer_id"]))
 
 
+def _apply_acl(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    try:
+        binding = AclBinding.from_record(record)
+    except AclError:
+        return  # a binding a newer slog wrote with values this one does not know
+    if record["type"] == "acl":
+        image.acls.add(binding)
+    else:
+        image.acls.discard(binding)
+
+
 _APPLIERS = {
+    "acl": _apply_acl,
+    "remove_acl": _apply_acl,
     "broker": _apply_broker,
     "broker_fence": _apply_broker_fence,
     "topic": _apply_topic,

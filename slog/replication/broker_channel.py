@@ -16,7 +16,8 @@ import socket
 import struct
 from typing import Any
 
-from slog.protocol.apis import request_class
+from slog.core.scram import SaslError, SaslLogin, client_exchange
+from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.shapes import shape
 
@@ -25,6 +26,16 @@ SPARE_MIN_BYTES = 64 * 1024  # frames from this size on are received into a reus
 SPARE_MAX_BYTES = 16 * 1024 * 1024  # ...kept for the next frame up to this size
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024  # a fetch response in few receives (as the client)
 _SIZE = struct.Struct(">i")
+
+
+# How this process's brokers log in to each other (None: no SASL). One broker per
+# process, set at start-up by the broker from its security settings.
+_login: SaslLogin | None = None
+
+
+def use_sasl_login(login: SaslLogin | None) -> None:
+    global _login
+    _login = login
 
 
 def _exported(buffer: mmap.mmap) -> bool:
@@ -81,7 +92,35 @@ class BrokerChannel:
                 sock.close()
                 raise
             self._sock = sock
-        sock = self._sock
+            if _login is not None:
+                await self._authenticate(loop, sock, _login)
+        return await self._exchange(loop, self._sock, api_key, version, body)
+
+    async def _authenticate(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                            login: SaslLogin) -> None:
+        """KIP-152: SaslHandshake v1, then SaslAuthenticate frames until done."""
+        handshake = decode_response(ApiKey.SASL_HANDSHAKE, 1, await self._exchange(
+            loop, sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism}))[1]
+        if handshake.error_code:
+            raise ConnectionRefusedError(f"broker {self.host}:{self.port} refused SASL "
+                                         f"{login.mechanism} (error {handshake.error_code})")
+        conversation = client_exchange(login)
+        token = next(conversation)
+        while True:
+            answer = decode_response(ApiKey.SASL_AUTHENTICATE, 1, await self._exchange(
+                loop, sock, ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token}))[1]
+            if answer.error_code:
+                raise ConnectionRefusedError(f"broker {self.host}:{self.port}: inter-broker "
+                                             f"authentication failed ({answer.error_message})")
+            try:
+                token = conversation.send(bytes(answer.auth_bytes))
+            except StopIteration:
+                return
+            except SaslError as exc:
+                raise ConnectionRefusedError(f"broker {self.host}:{self.port}: {exc}") from None
+
+    async def _exchange(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                        api_key: int, version: int, body: dict[str, Any]) -> memoryview:
         correlation_id = next(self._correlation)
         entity = shape(request_class(api_key, version), body)
         await loop.sock_sendall(sock, encode_request(entity, correlation_id=correlation_id,

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from slog.core.acls import AclBinding, AclFilter
 from slog.core.config import BrokerConfig, ConfigError, validate_topic_configs
 from slog.core.errors import InvalidTopicError
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
@@ -435,6 +436,21 @@ class Controller:
         if records:
             self._write(records)
         return outcome
+
+    # -- ACLs (CreateAcls / DeleteAcls) ------------------------------------------------
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Store validated bindings; one already stored is not written twice."""
+        new = [b for b in dict.fromkeys(bindings) if b not in self.image.acls]
+        if new:
+            self._write([{"type": "acl", **b.to_record()} for b in new])
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[list[AclBinding]]:
+        """Delete every binding each filter matches; per filter, what it deleted."""
+        matched = [[b for b in self.image.acls if f.matches(b)] for f in filters]
+        doomed = list(dict.fromkeys(b for group in matched for b in group))
+        if doomed:
+            self._write([{"type": "remove_acl", **b.to_record()} for b in doomed])
+        return matched
 
     def create_partitions(self, topic: str, total: int, assignment: list[list[int]] | None,
                           *, validate_only: bool = False) -> None:

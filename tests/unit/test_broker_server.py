@@ -35,7 +35,7 @@ class EchoDispatcher:
         self.delay_s = delay_s
         self.chunks = chunks
 
-    async def handle(self, frame, peer):
+    async def handle(self, frame, peer, session=None):
         self.types.append(type(frame))
         data = bytes(frame)
         self.frames.append(data)
@@ -146,7 +146,7 @@ def test_a_kept_frame_is_not_overwritten_by_the_next():
     kept = []
 
     class Keeper(EchoDispatcher):
-        async def handle(self, frame, peer):
+        async def handle(self, frame, peer, session=None):
             kept.append(frame)  # a handler holding on to its frame
             return await super().handle(frame, peer)
 
@@ -283,7 +283,7 @@ def test_sent_mmap_pages_are_released(tmp_path, monkeypatch):
         mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
     class MapDispatcher(EchoDispatcher):
-        async def handle(self, frame, peer):
+        async def handle(self, frame, peer, session=None):
             view = memoryview(mapped)
             return [_SIZE.pack(len(view)), view[: len(view) // 2], view[len(view) // 2:]]
 

@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from slog.broker.dispatcher import Handler
-from slog.broker.handlers import admin, cluster, data, groups, reassign, replication
+from slog.broker.handlers import (
+    acls,
+    admin,
+    cluster,
+    data,
+    groups,
+    log_dirs,
+    reassign,
+    replication,
+    sasl,
+)
 
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
-    for module in (cluster, data, admin, replication, reassign, groups):
+    for module in (cluster, data, admin, replication, reassign, groups, log_dirs, sasl,
+                   acls):
         handlers.update(module.HANDLERS)
     return handlers

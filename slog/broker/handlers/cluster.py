@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from slog.broker.access import TOPIC_DENIED
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import INVALID_TOPIC, LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC
+from slog.core.acls import CLUSTER_NAME, Operation, ResourceType
 from slog.core.errors import InvalidTopicError
 from slog.core.metadata import MetadataImage, PartitionState
 from slog.core.names import INTERNAL_TOPICS, validate_topic_name
@@ -75,20 +77,34 @@ def _auto_create(ctx: RequestContext, name: str) -> int:
     return NONE
 
 
+def _describable(ctx: RequestContext, topic: str) -> bool:
+    return ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
+def _may_create(ctx: RequestContext, topic: str) -> bool:
+    return ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME) or \
+        ctx.allowed(Operation.CREATE, ResourceType.TOPIC, topic)
+
+
 async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.image
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
-        names = sorted(image.topics)  # v0: an empty list means every topic
+        # v0: an empty list means every topic; only those the principal may describe.
+        names = [n for n in sorted(image.topics) if _describable(ctx, n)]
     else:
         names = [t.name for t in requested if t.name is not None]
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and \
         broker.config.get_bool("auto.create.topics.enable")
     topics = []
     for name in names:
+        if not _describable(ctx, name):
+            topics.append(_missing_topic(name, TOPIC_DENIED))
+            continue
         if name not in image.topics:
-            error = _auto_create(ctx, name) if allow_auto else UNKNOWN_TOPIC
+            error = _auto_create(ctx, name) if allow_auto and _may_create(ctx, name) \
+                else UNKNOWN_TOPIC
             if error != NONE or name not in broker.image.topics:
                 topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
                 continue

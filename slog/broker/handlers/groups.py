@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -20,14 +19,15 @@ from typing import Any, TypeVar
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE, code
 from slog.broker.offsets_topic import offsets_topic_spec
+from slog.core.acls import Operation, ResourceType
 from slog.groups.coordinator import GroupCoordinator
 from slog.groups.group import GroupSummary
 from slog.groups.member import Errors
 from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
 from slog.groups.placement import OFFSETS_TOPIC, partition_for
-from slog.protocol.apis import ApiKey, request_class
-from slog.protocol.codec import encode_request
-from slog.protocol.shapes import millis, shape
+from slog.protocol.apis import ApiKey
+from slog.protocol.shapes import millis
+from slog.replication.broker_channel import BrokerChannel
 
 log = logging.getLogger("slog.groups")
 
@@ -75,24 +75,19 @@ async def _ask_controller_to_create(ctx: RequestContext) -> None:
         return
     _forwarding.add(broker.broker_id)
     spec = offsets_topic_spec(broker.config, len(broker.image.live_brokers()))
-    body = shape(request_class(ApiKey.CREATE_TOPICS, 5), {
-        "topics": [{"name": spec.name, "num_partitions": spec.num_partitions,
-                    "replication_factor": spec.replication_factor, "assignments": [],
-                    "configs": [{"name": k, "value": v} for k, v in spec.configs.items()]}],
-        "timeout": 5000, "validate_only": False})
+    body = {"topics": [{"name": spec.name, "num_partitions": spec.num_partitions,
+                        "replication_factor": spec.replication_factor, "assignments": [],
+                        "configs": [{"name": k, "value": v} for k, v in spec.configs.items()]}],
+            "timeout": 5000, "validate_only": False}
+    # A BrokerChannel, so the request authenticates when the listener wants SASL.
+    channel = BrokerChannel(controller.host, controller.port,
+                            client_id=f"broker-{broker.broker_id}", timeout_s=10)
     try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(controller.host, controller.port), 5)
-        try:
-            writer.write(encode_request(body, correlation_id=1,
-                                        client_id=f"broker-{broker.broker_id}"))
-            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
-            await asyncio.wait_for(reader.readexactly(size), 10)
-        finally:
-            writer.close()
+        await channel.request(ApiKey.CREATE_TOPICS, 5, body)
     except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
         log.info("asking the controller to create %s failed: %s", OFFSETS_TOPIC, exc)
     finally:
+        channel.close()
         _forwarding.discard(broker.broker_id)
 
 
@@ -311,7 +306,8 @@ async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     error, groups = _coordinator(ctx).handle_list_groups(getattr(request, "states_filter", ()))
     return {"throttle_time": 0, "error_code": _err(error), "groups": [
-        {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in groups]}
+        {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in groups
+        if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g)]}  # Kafka filters by ACL
 
 
 async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:

@@ -1,0 +1,144 @@
+"""The broker's security settings and the per-connection session.
+
+* :class:`Security` is read once from the broker config: is SASL required on
+  the listener (``security.protocol=SASL_PLAINTEXT``), which mechanisms, where
+  the credentials are, is the ACL authorizer on (``authorizer.class.name``),
+  and how this broker logs in to the others.
+* :class:`Session` is one connection's state: the SASL exchange in progress,
+  and once it succeeds, the authenticated principal.
+
+Inter-broker connections (replica fetchers, AlterPartition to the controller)
+authenticate as ``User:__broker`` with the cluster's inter-broker secret
+(``inter-broker.secret`` in the shared data dir); that principal is always a
+super user. No config file has to carry a broker password.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slog.broker.authorizer import AuthorizerSettings, authorize
+from slog.core.acls import AclBinding, Operation, ResourceType
+from slog.core.config import BrokerConfig
+from slog.core.credentials import (
+    BROKER_USER,
+    CredentialStore,
+    credentials_path,
+    inter_broker_secret,
+)
+from slog.core.scram import (
+    PLAIN,
+    SCRAM_SHA_256,
+    SaslError,
+    SaslLogin,
+    ScramCredential,
+    ScramServer,
+    check_password,
+    derive_credential,
+    parse_plain_token,
+)
+
+ANONYMOUS = "User:ANONYMOUS"
+BROKER_PRINCIPAL = f"User:{BROKER_USER}"
+
+
+@dataclass
+class Session:
+    """One connection's authentication state."""
+
+    principal: str = ANONYMOUS
+    host: str = "*"
+    authenticated: bool = False
+    mechanism: str | None = None  # chosen by SaslHandshake
+    raw_tokens: bool = False  # SaslHandshake v0: the tokens come unframed (no headers)
+    close_after_response: bool = False  # failed authentication: answer, then close
+    scram: ScramServer | None = field(default=None, repr=False)
+
+
+class Security:
+    def __init__(self, config: BrokerConfig):
+        self.sasl_enabled = config.values["security.protocol"] == "SASL_PLAINTEXT"
+        self.mechanisms = tuple(config.values["sasl.enabled.mechanisms"].split(","))
+        self.credentials = CredentialStore(
+            credentials_path(Path(config.data_dir), config.values["sasl.credentials.file"]))
+        self.authorizer_enabled = bool(config.values["authorizer.class.name"])
+        settings = AuthorizerSettings.parse(config.values["super.users"],
+                                            config.get_bool("allow.everyone.if.no.acl.found"))
+        self.settings = AuthorizerSettings(settings.super_users | {BROKER_PRINCIPAL},
+                                           settings.allow_everyone_if_no_acl_found)
+        self._data_dir = Path(config.data_dir)
+        self._broker_credential: ScramCredential | None = None
+        self.inter_broker_login: SaslLogin | None = None
+
+    def load_inter_broker_secret(self) -> None:
+        """Read (or create) the cluster's inter-broker secret: start-up, after the data dir."""
+        if not self.sasl_enabled:
+            return
+        secret = inter_broker_secret(self._data_dir)
+        self._broker_credential = derive_credential(secret)
+        mechanism = SCRAM_SHA_256 if SCRAM_SHA_256 in self.mechanisms else PLAIN
+        self.inter_broker_login = SaslLogin(mechanism, BROKER_USER, secret)
+
+    def lookup(self, username: str) -> ScramCredential | None:
+        if username == BROKER_USER:
+            return self._broker_credential
+        return self.credentials.lookup(username)
+
+    # -- SASL ------------------------------------------------------------------------
+    def authenticate(self, session: Session, token: bytes) -> bytes:
+        """One SaslAuthenticate step; raises SaslError when authentication fails.
+
+        Sets ``session.authenticated`` and the principal once the exchange is done.
+        """
+        if session.mechanism == PLAIN:
+            username, password = parse_plain_token(token)
+            credential = self.lookup(username)
+            if credential is None or not check_password(credential, password):
+                raise SaslError(f"authentication failed for {username!r}")
+            self._succeed(session, username)
+            return b""
+        if session.mechanism == SCRAM_SHA_256:
+            if session.scram is None:
+                session.scram = ScramServer(self.lookup)
+            answer = session.scram.step(token)
+            if session.scram.done:
+                self._succeed(session, session.scram.username)
+            return answer
+        raise SaslError("no SASL mechanism was chosen")
+
+    @staticmethod
+    def _succeed(session: Session, username: str) -> None:
+        session.principal = f"User:{username}"
+        session.authenticated = True
+        session.scram = None
+        session.raw_tokens = False
+
+    # -- ACLs ------------------------------------------------------------------------
+    def allows(self, acls: set[AclBinding], session: Session | None, operation: Operation,
+               resource_type: ResourceType, name: str) -> bool:
+        if not self.authorizer_enabled:
+            return True
+        session = session or Session()
+        return authorize(acls, self.settings, session.principal, session.host, operation,
+                         resource_type, name)
+
+
+def exposure_warning(host: str, sasl_enabled: bool) -> str | None:
+    """The warning for a listener reachable from other machines without authentication."""
+    if sasl_enabled or _is_loopback(host):
+        return None
+    where = "all interfaces" if host in ("", "0.0.0.0", "::") else host
+    return (f"WARNING: the listener is bound to {where} without authentication: anyone who "
+            "can reach this port can read, write and delete every topic. Bind to 127.0.0.1 "
+            "or set security.protocol=SASL_PLAINTEXT (see docs/SECURITY.md).")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to a public address

@@ -1,0 +1,148 @@
+"""The SASL credentials file: user name → SCRAM credential (hashed secrets only).
+
+The file (``credentials.json`` in the data dir unless ``sasl.credentials.file``
+names another) is JSON, written atomically with mode 0600::
+
+    {"version": 1, "users": {"alice": {"mechanism": "SCRAM-SHA-256", "salt": "...",
+     "iterations": 4096, "stored_key": "...", "server_key": "..."}}}
+
+Brokers re-read it when it changes, so ``slog user add`` takes effect at once.
+
+Brokers log in to each other as :data:`BROKER_USER` with a random secret kept
+in ``inter-broker.secret`` (0600) in the data dir, which every broker of the
+cluster shares. It is not weaker than the rest: whoever can read the data dir
+already owns the cluster (see docs/SECURITY.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from slog.core.scram import SCRAM_SHA_256, ScramCredential
+
+CREDENTIALS_FILE = "credentials.json"
+INTER_BROKER_SECRET_FILE = "inter-broker.secret"
+BROKER_USER = "__broker"  # the inter-broker principal; reserved, always a super user
+MAX_USER_NAME = 256
+FILE_MODE = 0o600
+
+
+class CredentialsError(ValueError):
+    """A bad user name or an unreadable credentials file."""
+
+
+def credentials_path(data_dir: Path, configured: str = "") -> Path:
+    return Path(configured).expanduser() if configured else Path(data_dir) / CREDENTIALS_FILE
+
+
+def validate_user_name(name: str) -> str:
+    if not name or len(name) > MAX_USER_NAME:
+        raise CredentialsError(f"a user name is 1 to {MAX_USER_NAME} characters long")
+    if not name.isprintable() or name != name.strip():
+        raise CredentialsError(f"user name {name!r} has control characters or outer spaces")
+    if name.startswith("__"):
+        raise CredentialsError("user names starting with '__' are reserved for slog")
+    return name
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _encode(credential: ScramCredential) -> dict[str, object]:
+    return {"mechanism": SCRAM_SHA_256, "salt": _b64(credential.salt),
+            "iterations": credential.iterations, "stored_key": _b64(credential.stored_key),
+            "server_key": _b64(credential.server_key)}
+
+
+def _decode(name: str, entry: Mapping[str, object]) -> ScramCredential:
+    try:
+        return ScramCredential(
+            salt=base64.b64decode(str(entry["salt"])),
+            iterations=int(entry["iterations"]),  # type: ignore[call-overload]
+            stored_key=base64.b64decode(str(entry["stored_key"])),
+            server_key=base64.b64decode(str(entry["server_key"])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CredentialsError(f"credentials of {name!r} are malformed: {exc}") from exc
+
+
+def load_credentials(path: Path) -> dict[str, ScramCredential]:
+    """Every user in the file; an absent file means no users."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        users = json.loads(text)["users"]
+        return {str(name): _decode(str(name), entry) for name, entry in users.items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CredentialsError(f"{path} is not a slog credentials file: {exc}") from exc
+
+
+def save_credentials(path: Path, users: Mapping[str, ScramCredential]) -> None:
+    """Replace the file atomically; it is created 0600 and never world-readable."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    body = {"version": 1, "users": {name: _encode(c) for name, c in sorted(users.items())}}
+    fd, tmp = tempfile.mkstemp(prefix=".credentials-", dir=path.parent)  # mkstemp: mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(body, out, indent=2)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, FILE_MODE)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class CredentialStore:
+    """The credentials file as the broker sees it, re-read whenever it changes."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._users: dict[str, ScramCredential] = {}
+
+    def lookup(self, username: str) -> ScramCredential | None:
+        try:
+            stat = self.path.stat()
+            stamp = (stat.st_mtime_ns, stat.st_size)
+        except OSError:
+            stamp = None
+        if stamp != self._stamp:
+            try:
+                self._users = load_credentials(self.path)
+            except CredentialsError:
+                pass  # keep the last good copy while a writer replaces the file
+            else:
+                self._stamp = stamp
+        return self._users.get(username)
+
+
+def inter_broker_secret(data_dir: Path) -> str:
+    """The cluster's inter-broker secret, created (0600) by the first broker to start."""
+    path = Path(data_dir) / INTER_BROKER_SECRET_FILE
+    with contextlib.suppress(FileExistsError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_urlsafe(32))
+            out.flush()
+            os.fsync(out.fileno())
+    for _ in range(50):  # another broker may have created it an instant ago
+        secret = path.read_text().strip()
+        if secret:
+            return secret
+        time.sleep(0.02)
+    raise CredentialsError(f"{path} is empty")

@@ -1,0 +1,61 @@
+"""A broker with SASL and the ACL authorizer on, and the users the tests log in as."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slog.core.credentials import save_credentials
+from slog.core.names import ensure_data_dir
+from slog.core.scram import derive_credential
+from tests.brokers import BrokerProcess, running_broker
+
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+SASL = {"security.protocol": "SASL_PLAINTEXT"}
+ACLS = {**SASL, "authorizer.class.name": "slog", "super.users": "User:admin"}
+
+
+def add_users(data_dir: Path) -> None:
+    ensure_data_dir(data_dir)
+    save_credentials(data_dir / "credentials.json",
+                     {name: derive_credential(pw) for name, pw in PASSWORDS.items()})
+
+
+def sasl_conf(broker: BrokerProcess | str, user: str, mechanism: str = "SCRAM-SHA-256",
+              password: str | None = None) -> dict[str, Any]:
+    """confluent-kafka settings for ``user``."""
+    bootstrap = broker if isinstance(broker, str) else broker.bootstrap
+    return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": user,
+            "sasl.password": PASSWORDS.get(user, "") if password is None else password}
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """SASL required, no authorizer."""
+    data = tmp_path_factory.mktemp("sasl") / "data"
+    add_users(data)
+    with running_broker(data, **SASL) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """SASL required and ACLs enforced; User:admin is a super user."""
+    data = tmp_path_factory.mktemp("acl") / "data"
+    add_users(data)
+    with running_broker(data, **ACLS) as broker:
+        yield broker
+
+
+@pytest.fixture
+def as_user(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Make slog's client (and CLI subprocesses) log in as a user."""
+    def login(user: str, mechanism: str = "SCRAM-SHA-256") -> None:
+        monkeypatch.setenv("SLOG_SASL_MECHANISM", mechanism)
+        monkeypatch.setenv("SLOG_SASL_USERNAME", user)
+        monkeypatch.setenv("SLOG_SASL_PASSWORD", PASSWORDS[user])
+    return login
