@@ -12,6 +12,7 @@ which everything has been fsynced.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import logging
 import os
 import shutil
@@ -102,6 +103,22 @@ class TimestampAndOffset(NamedTuple):
     offset: int
 
 
+# One thread fsyncs the segments every log rolls away from, in order, so that a
+# produce that rolls does not wait for tens of megabytes to reach the disk (as
+# Kafka, which flushes a rolled segment in the background). A log's recovery
+# point passes a sealed segment only once its fsync is done.
+_SEGMENT_SYNCER = concurrent.futures.ThreadPoolExecutor(
+    max_workers=1, thread_name_prefix="segment-sync")
+
+
+def _fsync_and_close(fd: int, next_offset: int) -> int:
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return next_offset
+
+
 class _DiskErrors:
     """Context manager reporting the disk refusing an operation as StorageError.
 
@@ -140,6 +157,7 @@ class PartitionLog:
         self._bases: list[int] = []
         self._log_start_offset = 0
         self._recovery_point = 0
+        self._pending_syncs: list[concurrent.futures.Future[int]] = []  # oldest first
         self._last_flush_ms = self._now_ms()
         self._closed = False
         self._disk_errors = _DiskErrors(directory)
@@ -326,7 +344,22 @@ class PartitionLog:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        """Offsets below are on disk (waits for a rolled segment's fsync in flight)."""
+        with self._lock:
+            self._settle_syncs(wait=True)
+            return self._recovery_point
+
+    def _settle_syncs(self, *, wait: bool) -> None:
+        """Move the recovery point past sealed segments whose fsync finished
+        (all of them with ``wait``)."""
+        while self._pending_syncs and (wait or self._pending_syncs[0].done()):
+            future = self._pending_syncs.pop(0)
+            try:
+                synced = future.result()
+            except OSError as exc:
+                raise StorageError(f"{self._directory}: fsync of a rolled segment failed: "
+                                   f"{exc}") from exc
+            self._recovery_point = max(self._recovery_point, synced)
 
     @property
     def size_in_bytes(self) -> int:
@@ -422,13 +455,16 @@ class PartitionLog:
         return self._segments[-1]
 
     def _roll(self, new_base: int, now_ms: int) -> None:
-        """Seal the active segment (trim + fsync) and start one at ``new_base``."""
+        """Seal the active segment (trimmed now, fsynced in the background) and
+        start one at ``new_base``."""
         active = self._segments[-1]
         segment = LogSegment.create(self._directory, new_base, self._config, now_ms=now_ms)
-        active.seal()
+        fd = active.seal(sync=False)
         self._segments.append(segment)
         self._bases.append(new_base)
-        self._recovery_point = max(self._recovery_point, active.next_offset)
+        if fd is not None:
+            self._pending_syncs.append(
+                _SEGMENT_SYNCER.submit(_fsync_and_close, fd, active.next_offset))
         logger.debug("%s: rolled segment %d", self._directory.name, new_base)
 
     def _assign_epochs(self, batches: list[tuple[int, BatchHeader]]) -> None:
@@ -459,6 +495,7 @@ class PartitionLog:
             return self._flush_if_due(self._now_ms() if now_ms is None else now_ms)
 
     def _flush_if_due(self, now_ms: int) -> bool:
+        self._settle_syncs(wait=False)
         unflushed = self.log_end_offset - self._recovery_point
         if unflushed <= 0:
             return False
@@ -473,7 +510,8 @@ class PartitionLog:
         return by_count or by_time
 
     def _flush(self, now_ms: int) -> None:
-        self._segments[-1].flush()  # older segments were fsynced when they were sealed
+        self._settle_syncs(wait=True)  # older segments were fsynced after they were sealed
+        self._segments[-1].flush()
         if self._epoch_cache_dirty:
             self._epoch_cache.flush()
             self._epoch_cache_dirty = False
@@ -565,6 +603,7 @@ class PartitionLog:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         with self._lock, self._disk_errors:
             self._check_open()
+            self._settle_syncs(wait=True)  # no fsync in flight may move the recovery point
             if offset >= self.log_end_offset:
                 return False
             if offset < self._segments[0].base_offset:
@@ -591,6 +630,7 @@ class PartitionLog:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
+        self._settle_syncs(wait=True)
         self._delete_tail_segments(0)
         segment = LogSegment.create(self._directory, offset, self._config, now_ms=self._now_ms())
         self._segments, self._bases = [segment], [offset]

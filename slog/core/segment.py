@@ -160,17 +160,29 @@ class LogSegment:
         if self._fd is None:
             self._fd = os.open(self.log_path, os.O_RDWR)
 
-    def seal(self) -> None:
-        """Stop being active (roll): final time-index entry, trim, fsync, drop the fd."""
+    def seal(self, *, sync: bool = True) -> int | None:
+        """Stop being active (roll): final time-index entry, trim, fsync, drop the fd.
+
+        With ``sync=False`` the log file is not fsynced here (the index maps
+        are still msynced): a duplicate of its fd is returned, which the
+        caller fsyncs and closes.
+        """
         if self._fd is None:
-            return
+            return None
         self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
         self._trim()
         self.offset_index.trim()
         self.time_index.trim()
-        self.flush()
+        deferred = None
+        if sync:
+            self.flush()
+        else:
+            self.offset_index.flush()
+            self.time_index.flush()
+            deferred = os.dup(self._fd)
         os.close(self._fd)
         self._fd = None
+        return deferred
 
     def close(self) -> None:
         self.seal()

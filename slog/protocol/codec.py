@@ -69,6 +69,7 @@ from slog.protocol.headers import (
     read_uvarint,
     write_uvarint,
 )
+from slog.protocol.produce_decoding import decode_produce_request
 
 __all__ = [
     "api_versions_fallback_response",
@@ -384,6 +385,9 @@ def decode_request(header: RequestHeader, frame: Buf, body_offset: int) -> Entit
     """
     cls = request_class(header.api_key, header.api_version)
     try:
+        if header.api_key == ApiKey.PRODUCE:
+            # By hand, so the records stay views of the frame (no copy per request).
+            return decode_produce_request(frame, body_offset, header.api_version)
         buf = _guard(cls, _readonly(frame), body_offset)
         entity, _size = entity_reader(cls)(buf, body_offset)
     except Exception as exc:  # kio raises SerialError, ValueError, KeyError, TypeError...
@@ -763,6 +767,25 @@ def _top_level(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, error_code=e)
 
 
+def _create_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    result_cls = _item(cls, "results")
+    return _fill(cls, throttle_time=_NO_TIME, results=tuple(
+        _fill(result_cls, error_code=e) for _ in req.creations))
+
+
+def _delete_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    result_cls = _item(cls, "filter_results")
+    return _fill(cls, throttle_time=_NO_TIME, filter_results=tuple(
+        _fill(result_cls, error_code=e) for _ in req.filters))
+
+
+def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    # v1-3 have no top-level error code: one log-dir result carries it.
+    result = _fill(_item(cls, "results"), error_code=e, log_dir="", topics=(),
+                   total_bytes=-1, usable_bytes=-1)
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, results=(result,))
+
+
 def _offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     # Same shape as ListOffsets: topics → partitions with an error code each.
     return _list_offsets(cls, req, e, v)
@@ -886,6 +909,10 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.INIT_PRODUCER_ID: (_init_producer_id, False),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (_offset_for_leader_epoch, True),
     ApiKey.DESCRIBE_CONFIGS: (_describe_configs, True),
+    ApiKey.DESCRIBE_LOG_DIRS: (_describe_log_dirs, False),
+    ApiKey.DESCRIBE_ACLS: (_top_level, False),
+    ApiKey.CREATE_ACLS: (_create_acls, True),
+    ApiKey.DELETE_ACLS: (_delete_acls, True),
     ApiKey.SASL_AUTHENTICATE: (_top_level, False),
     ApiKey.CREATE_PARTITIONS: (_create_partitions, True),
     ApiKey.DELETE_GROUPS: (_delete_groups, True),
