@@ -38,7 +38,7 @@ from slog.client.types import (
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 
-__all__ = ["Admin", "ElectionResult", "PartitionReassignment"]
+__all__ = ["Admin", "ElectionResult", "PartitionReassignment", "ReplicaLogDir"]
 
 RESOURCE_TOPIC = 2
 OP_SET, OP_DELETE = 0, 1
@@ -74,6 +74,15 @@ class ElectionResult:
 
     elected: list[TopicPartition] = field(default_factory=list)
     not_needed: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReplicaLogDir:
+    """One replica as DescribeLogDirs reports it: bytes on disk, and how far its log
+    end is behind the high watermark its broker knows."""
+
+    size: int
+    offset_lag: int
 
 
 def _replicas(target: Sequence[int] | None) -> list[int] | None:
@@ -359,3 +368,58 @@ class Admin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- log dirs (appended) -------------------------------------------------------------
+    DESCRIBE_LOG_DIRS_VERSION = 4  # v4 adds a top-level error code; v5 directory ids
+
+    @classmethod
+    def log_dirs_version(cls, conn: Any) -> int:
+        """The DescribeLogDirs version to use on ``conn`` (raises if it has none we speak)."""
+        from slog.client.connection import UnsupportedApiError
+
+        low, high = conn.versions.get(ApiKey.DESCRIBE_LOG_DIRS, (0, -1))
+        chosen = min(cls.DESCRIBE_LOG_DIRS_VERSION, high)
+        if chosen < max(low, 1):
+            raise UnsupportedApiError(f"broker {conn.address} does not support DescribeLogDirs")
+        return chosen
+
+    @staticmethod
+    def log_dirs_from(response: Any) -> dict[TopicPartition, ReplicaLogDir]:
+        """The replicas of one DescribeLogDirs response (every log dir of that broker)."""
+        if getattr(response, "error_code", 0):
+            raise KafkaError.for_code(response.error_code)
+        return {TopicPartition(t.name, p.partition_index):
+                ReplicaLogDir(p.partition_size, p.offset_lag)
+                for result in response.results if not result.error_code
+                for t in result.topics for p in t.partitions if not p.is_future_key}
+
+    def describe_log_dirs(self, broker_ids: Iterable[int] | None = None
+                          ) -> dict[int, dict[TopicPartition, ReplicaLogDir]]:
+        """Every replica's size on each broker (all brokers by default), asking them all
+        at once. A broker that cannot answer maps to its error in the raised error."""
+        meta = self._cluster.refresh_metadata([])
+        ids = sorted(meta.brokers) if broker_ids is None else list(broker_ids)
+        sent, found, failures = [], {}, {}
+        for broker_id in ids:
+            try:
+                conn = self._cluster.connection(broker_id, "log-dirs")
+                conn.send(ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
+                          version=self.log_dirs_version(conn))
+                sent.append((broker_id, conn))
+            except (ConnectionError, KafkaError) as exc:
+                failures[f"broker {broker_id}"] = _as_kafka_error(exc, broker_id)
+        for broker_id, conn in sent:
+            try:
+                found[broker_id] = self.log_dirs_from(conn.receive()[1])
+            except (ConnectionError, KafkaError) as exc:
+                self._cluster.close_connection(broker_id, "log-dirs")
+                failures[f"broker {broker_id}"] = _as_kafka_error(exc, broker_id)
+        raise_for_items(failures, found)
+        return found
+
+
+def _as_kafka_error(exc: Exception, broker_id: int) -> KafkaError:
+    if isinstance(exc, KafkaError):
+        return exc
+    return KafkaError.for_code(int(ErrorCode.broker_not_available), str(exc),
+                               item=f"broker {broker_id}")

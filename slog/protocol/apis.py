@@ -61,7 +61,11 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -116,6 +120,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # kio: 1-4 (Kafka 4 dropped v0).
     (ApiKey.DESCRIBE_CONFIGS, 1, 4),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
+    # kio: 1-5 (Kafka 4 dropped v0). v5 reports the log dir's directory id,
+    # which a broker with one log dir per process has no use for.
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
     # kio: 0-6. v4 batches coordinator keys (KIP-699); v5/v6 are transaction
     # v2 and share groups.
     (ApiKey.FIND_COORDINATOR, 0, 4),
@@ -142,6 +149,10 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4),
     (ApiKey.SASL_HANDSHAKE, 0, 1),
     (ApiKey.SASL_AUTHENTICATE, 0, 2),
+    # kio: 1-3 (Kafka 4 dropped v0; v1 adds pattern types, KIP-290). v2 is flexible.
+    (ApiKey.DESCRIBE_ACLS, 1, 3),
+    (ApiKey.CREATE_ACLS, 1, 3),
+    (ApiKey.DELETE_ACLS, 1, 3),
     # kio: 0-2. v2 adds broker-type filtering for controllers (KIP-919).
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic

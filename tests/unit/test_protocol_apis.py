@@ -49,7 +49,11 @@ EXPECTED = {
     "OffsetForLeaderEpoch": (2, 4),  # kio has no v0/v1 (Kafka 4 removed them)
     "SaslHandshake": (0, 1),
     "SaslAuthenticate": (0, 2),
+    "DescribeAcls": (1, 3),  # kio has no v0 (Kafka 4 removed it)
+    "CreateAcls": (1, 3),
+    "DeleteAcls": (1, 3),
     "DescribeCluster": (0, 1),
+    "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
 }
 
 

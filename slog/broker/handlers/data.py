@@ -222,7 +222,8 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
     if ts == EARLIEST_TIMESTAMP:
         result["offset"] = plog.log_start_offset
     elif ts == LATEST_TIMESTAMP:
-        result["offset"] = plog.log_end_offset if replica_id >= 0 else partition.high_watermark
+        # Replicas and debugging tools (replica id -2, as in Kafka) see the LEO.
+        result["offset"] = plog.log_end_offset if replica_id != -1 else partition.high_watermark
     elif ts == MAX_TIMESTAMP:
         found = plog.max_timestamp_and_offset()
         if found is not None:

@@ -1,0 +1,194 @@
+"""A snapshot of a cluster at one instant: plain, immutable values built by
+:mod:`slog.tui.collect` (or by a test), rendered by the app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str | None
+    port: int | None
+    alive: bool  # Metadata lists it (or, from the data dir, its process runs)
+    fenced: bool = False
+    rack: str | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}" if self.host is not None else "-"
+
+    @property
+    def status(self) -> str:
+        return "fenced" if self.fenced else "alive" if self.alive else "down"
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    log_start: int = -1
+    high_watermark: int = -1
+    log_end: int = -1
+    size: int = -1  # the leader's replica, in bytes; -1 when unknown
+
+    @property
+    def offline(self) -> bool:
+        return self.leader == NO_LEADER or self.leader in self.offline_replicas
+
+    @property
+    def out_of_sync(self) -> tuple[int, ...]:
+        """Replicas that are not in the ISR, or are on a broker that is down."""
+        return tuple(r for r in self.replicas
+                     if r not in self.isr or r in self.offline_replicas)
+
+    @property
+    def under_replicated(self) -> bool:
+        return bool(self.out_of_sync)
+
+    @property
+    def messages(self) -> int:
+        """Records below the high watermark still in the log (0 when unknown)."""
+        if self.high_watermark < 0 or self.log_start < 0:
+            return 0
+        return max(0, self.high_watermark - self.log_start)
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    internal: bool
+    partitions: tuple[PartitionInfo, ...]
+
+    @property
+    def replication_factor(self) -> int:
+        return max((len(p.replicas) for p in self.partitions), default=0)
+
+    @property
+    def size(self) -> int:
+        return sum(max(p.size, 0) for p in self.partitions)
+
+    @property
+    def end_offsets(self) -> int:
+        """Sum of high watermarks: grows by one per record produced."""
+        return sum(max(p.high_watermark, 0) for p in self.partitions)
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(p.under_replicated for p in self.partitions)
+
+    @property
+    def offline(self) -> int:
+        return sum(p.offline for p in self.partitions)
+
+
+@dataclass(frozen=True)
+class MemberInfo:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupOffset:
+    topic: str
+    partition: int
+    committed: int  # -1: nothing committed
+    log_end: int  # the partition's high watermark, -1 when unknown
+    owner: str | None  # the member id that is assigned it
+
+    @property
+    def lag(self) -> int:
+        if self.log_end < 0:
+            return 0
+        return self.log_end - self.committed if self.committed >= 0 else self.log_end
+
+
+@dataclass(frozen=True)
+class GroupInfo:
+    group_id: str
+    state: str
+    protocol_type: str
+    assignor: str
+    coordinator: int
+    members: tuple[MemberInfo, ...] = ()
+    offsets: tuple[GroupOffset, ...] = ()
+    # The classic DescribeGroups says neither; the dashboard shows them when known.
+    generation: int | None = None
+    leader: str | None = None
+    error: str | None = None
+
+    @property
+    def lag(self) -> int:
+        return sum(o.lag for o in self.offsets)
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({o.topic for o in self.offsets}))
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    taken_at: float  # seconds since the epoch
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerInfo, ...]
+    topics: tuple[TopicInfo, ...]
+    groups: tuple[GroupInfo, ...] = ()
+    controller_epoch: int | None = None
+    # broker id → bytes of every replica it holds (DescribeLogDirs); absent: unknown
+    broker_bytes: dict[int, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # parts of the refresh that failed
+
+    @property
+    def partitions(self) -> list[PartitionInfo]:
+        return [p for t in self.topics for p in t.partitions]
+
+    @property
+    def alive_brokers(self) -> int:
+        return sum(b.alive and not b.fenced for b in self.brokers)
+
+    @property
+    def under_replicated(self) -> int:
+        return sum(t.under_replicated for t in self.topics)
+
+    @property
+    def offline(self) -> int:
+        return sum(t.offline for t in self.topics)
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return next((t for t in self.topics if t.name == name), None)
+
+    def group(self, group_id: str) -> GroupInfo | None:
+        return next((g for g in self.groups if g.group_id == group_id), None)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return next((b for b in self.brokers if b.broker_id == broker_id), None)
+
+    def leaderships(self, broker_id: int) -> int:
+        return sum(p.leader == broker_id and not p.offline for p in self.partitions)
+
+    def group_lag_by_topic(self) -> dict[str, int]:
+        lag: dict[str, int] = {}
+        for g in self.groups:
+            for o in g.offsets:
+                lag[o.topic] = lag.get(o.topic, 0) + o.lag
+        return lag
+
+    @property
+    def health(self) -> str:
+        """ok, warn (under-replicated or a broker down) or error (offline, no controller)."""
+        if self.offline or self.controller_id < 0 or not self.alive_brokers:
+            return "error"
+        if self.under_replicated or self.alive_brokers < len(self.brokers):
+            return "warn"
+        return "ok"
