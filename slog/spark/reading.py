@@ -1,0 +1,149 @@
+"""Read one offset range on a Spark executor and hand it to Spark as Arrow batches.
+
+The range comes from the planner with a location: a replica's log directory
+(dataDir mode, read through :mod:`slog.spark.segments`) or a bootstrap list
+(read with slog's consumer from any Kafka-protocol cluster). Both produce the
+client's ``ConsumerRecord`` tuples, which become columns of Spark's Kafka
+source schema. Arrow batches cross into the JVM without per-row Python
+objects on Spark's side, which is most of the speed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from slog.spark.catalog import DATA_DIR
+from slog.spark.plan import DataLossError, OffsetRange, data_loss_message
+
+logger = logging.getLogger(__name__)
+
+KAFKA_SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offset long, "
+                    "timestamp timestamp, timestampType int")
+HEADERS_DDL = "headers array<struct<key:string,value:binary>>"
+READ_TIMEOUT_S = 120.0
+_MILLIS: Any = None
+_MICROS: Any = None
+
+
+def schema_ddl(include_headers: bool) -> str:
+    return KAFKA_SCHEMA_DDL + (", " + HEADERS_DDL if include_headers else "")
+
+
+def _lost(r: OffsetRange, available: int, fail_on_data_loss: bool) -> int:
+    """Where to resume after finding ``[r.start, available)`` deleted."""
+    message = data_loss_message((r.topic, r.partition), r.start, available)
+    if fail_on_data_loss:
+        raise DataLossError(message + "; set failOnDataLoss=false to skip them")
+    logger.warning("%s; skipping them", message)
+    return available
+
+
+def _datadir_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
+    from slog.spark.segments import log_start, read_records
+
+    directory = Path(r.location)
+    start = r.start
+    first = log_start(directory)
+    if first is not None and first > start:  # retention ran between planning and this task
+        start = min(_lost(r, first, fail_on_data_loss), r.end)
+    yield from read_records(directory, r.topic, r.partition, start, r.end)
+
+
+def _protocol_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
+    from slog.client import Admin, Consumer, TopicPartition
+    from slog.client.errors import OffsetOutOfRangeError
+
+    tp = TopicPartition(r.topic, r.partition)
+    consumer = Consumer(r.location, auto_offset_reset="none", client_id="slog-spark",
+                        max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_wait_ms=200)
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, r.start)
+        position = r.start
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while position < r.end:
+            try:
+                records = consumer.poll(timeout_ms=500)
+            except OffsetOutOfRangeError:
+                with Admin(r.location) as admin:
+                    earliest = admin.list_offsets({tp: "earliest"})[tp].offset
+                if earliest <= position:
+                    raise
+                position = min(_lost(OffsetRange(r.topic, r.partition, position, r.end),
+                                     earliest, fail_on_data_loss), r.end)
+                consumer.seek(tp, position)
+                continue
+            if records:
+                deadline = time.monotonic() + READ_TIMEOUT_S
+                yield from (rec for rec in records if rec.offset < r.end)
+            position = consumer.position(tp)
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{tp}: no data for {READ_TIMEOUT_S:.0f} s at offset "
+                                   f"{position}, before {r.end}")
+    finally:
+        consumer.close()
+
+
+def read_range(r: OffsetRange, mode: str, fail_on_data_loss: bool) -> Iterator[Any]:
+    """The ``ConsumerRecord`` tuples of one range, in offset order."""
+    if mode == DATA_DIR:
+        return _datadir_records(r, fail_on_data_loss)
+    return _protocol_records(r, fail_on_data_loss)
+
+
+def arrow_schema(include_headers: bool) -> Any:
+    import pyarrow as pa
+
+    fields = [
+        pa.field("key", pa.binary()), pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()), pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()), pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        header = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        fields.append(pa.field("headers", pa.list_(header)))
+    return pa.schema(fields)
+
+
+def to_arrow(records: list[Any], schema: Any, include_headers: bool) -> Any:
+    """One Arrow RecordBatch from ``ConsumerRecord`` tuples of one partition."""
+    import pyarrow as pa
+
+    global _MILLIS, _MICROS
+    _MILLIS, _MICROS = pa.timestamp("ms", tz="UTC"), pa.timestamp("us", tz="UTC")
+
+    # One range is one partition: topic and partition are constants, so repeat them
+    # instead of converting a Python object per record.
+    (_topics, _partitions, offsets, timestamps, types, keys, values,
+     headers) = zip(*records, strict=True)
+    first, count = records[0], len(records)
+    columns = [
+        pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+        pa.repeat(pa.scalar(first[0], pa.string()), count),
+        pa.repeat(pa.scalar(first[1], pa.int32()), count),
+        pa.array(offsets, pa.int64()),
+        pa.array(timestamps, _MILLIS).cast(_MICROS),
+        pa.array(types, pa.int32()),
+    ]
+    if include_headers:
+        columns.append(pa.array([[{"key": k, "value": v} for k, v in h] for h in headers],
+                                schema.field("headers").type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def arrow_batches(r: OffsetRange, mode: str, include_headers: bool, fail_on_data_loss: bool,
+                  batch_records: int) -> Iterator[Any]:
+    """Arrow RecordBatches of at most ``batch_records`` rows for one range."""
+    schema = arrow_schema(include_headers)
+    records = read_range(r, mode, fail_on_data_loss)
+    while True:
+        chunk = list(islice(records, batch_records))
+        if not chunk:
+            return
+        yield to_arrow(chunk, schema, include_headers)

@@ -1,0 +1,198 @@
+"""Read one replica's partition log straight from its segment files, read-only.
+
+A running broker owns these files: it preallocates them, appends with
+``pwritev``, trims them on roll and deletes them for retention. This reader
+never opens them for writing, never locks or maps them (a map of a file the
+broker trims could fault), and never rebuilds an index: it ``pread``s whole
+batches, stops at the first byte that is not a complete valid batch (the
+zeroed preallocated tail, or a batch still being written), and treats a
+segment that disappears under it as retention having deleted it. An open file
+descriptor keeps a segment readable even if it is deleted or replaced
+(compaction) while we read.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from slog.core import batch
+from slog.core.batch import BatchHeader
+from slog.core.errors import CorruptRecordError
+from slog.core.records import decode_records_as, iter_valid_batches
+from slog.core.segment import parse_segment_base
+
+CHUNK_BYTES = 8 * 1024 * 1024
+
+
+def segment_bases(directory: Path) -> list[int]:
+    """Base offsets of the ``.log`` segments in ``directory``, ascending."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    bases = [parse_segment_base(name) for name in names if name.endswith(".log")]
+    return sorted(b for b in bases if b is not None)
+
+
+def _segment_path(directory: Path, base: int) -> Path:
+    return directory / f"{base:020d}.log"
+
+
+def _iter_segment(directory: Path, base: int, start_position: int = 0
+                  ) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """``(chunk, position in chunk, header)`` of each valid batch of one segment."""
+    try:
+        fd = os.open(_segment_path(directory, base), os.O_RDONLY)
+    except FileNotFoundError:
+        return  # deleted by retention between listing and opening
+    try:
+        file_pos = start_position
+        while True:
+            chunk = os.pread(fd, CHUNK_BYTES, file_pos)
+            if len(chunk) < batch.LOG_OVERHEAD:
+                return
+            used = 0
+            try:
+                for pos, header in iter_valid_batches(chunk):
+                    yield chunk, pos, header
+                    used = pos + header.size
+            except CorruptRecordError:
+                return  # a batch still being written: the end of readable data
+            if used == 0:
+                size = batch.peek_batch_size(chunk)
+                if size < batch.HEADER_SIZE:
+                    return  # zeroed preallocated tail
+                if size <= len(chunk):
+                    return  # it did not validate: being written
+                # One batch larger than a chunk: read exactly it.
+                whole = os.pread(fd, size, file_pos)
+                if len(whole) < size:
+                    return
+                try:
+                    header = batch.validate_batch(whole)
+                except CorruptRecordError:
+                    return
+                yield whole, 0, header
+                used = size
+            file_pos += used
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class LogBounds:
+    """What one replica's files hold: ``[start, end)``."""
+
+    start: int
+    end: int
+
+
+def _first_base_offset(directory: Path, base: int) -> int | None:
+    for _chunk, _pos, header in _iter_segment(directory, base):
+        return header.base_offset
+    return None
+
+
+def log_start(directory: Path) -> int | None:
+    """The first offset still in the log's files (None when it has none); cheap."""
+    for base in segment_bases(directory):
+        first = _first_base_offset(directory, base)
+        if first is not None:
+            return max(base, first)
+    return None
+
+
+def log_bounds(directory: Path, checkpointed_start: int | None = None) -> LogBounds:
+    """The first and next offset of the log in ``directory`` (both 0 when empty)."""
+    bases = segment_bases(directory)
+    if not bases:
+        start = checkpointed_start or 0
+        return LogBounds(start, start)
+    end = bases[-1]
+    for _chunk, _pos, header in _iter_segment(directory, bases[-1]):
+        end = header.next_offset
+    start = bases[0]
+    first = _first_base_offset(directory, bases[0])
+    if first is not None:
+        start = max(start, first)
+    if checkpointed_start is not None:
+        start = max(start, checkpointed_start)
+    return LogBounds(min(start, end), end)
+
+
+def offset_for_timestamp(directory: Path, timestamp_ms: int, end: int) -> int | None:
+    """The first offset below ``end`` whose record timestamp is ≥ ``timestamp_ms``."""
+    from slog.client.types import ConsumerRecord
+
+    for chunk, pos, header in batches_from(directory, 0, end):
+        if header.max_timestamp < timestamp_ms or header.attributes & batch.CONTROL_BIT:
+            continue  # the batch header bounds every record's timestamp
+        for record in decode_records_as(chunk, pos, header, ConsumerRecord, "", 0):
+            if record.timestamp >= timestamp_ms and record.offset < end:
+                return int(record.offset)
+    return None
+
+
+INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position (core/index.py's OffsetIndex)
+
+
+def _indexed_position(directory: Path, base: int, offset: int) -> int:
+    """A batch position at or before ``offset`` from the segment's offset index, checked
+    against the log itself; 0 when there is no usable entry (the index is only a hint)."""
+    try:
+        data = (directory / f"{base:020d}.index").read_bytes()
+    except OSError:
+        return 0
+    position = 0
+    for relative, pos in INDEX_ENTRY.iter_unpack(data[: len(data) - len(data) % 8]):
+        if pos <= 0 or base + relative > offset:
+            break  # the zeroed preallocated tail, or past the offset
+        position = pos
+    if position == 0:
+        return 0
+    for _chunk, _pos, header in _iter_segment(directory, base, position):
+        if header.base_offset <= offset:
+            return position
+        break
+    return 0
+
+
+def batches_from(directory: Path, start: int, end: int
+                 ) -> Iterator[tuple[bytes, int, BatchHeader]]:
+    """Every valid batch that holds offsets in ``[start, end)``, across segments."""
+    bases = segment_bases(directory)
+    first = max((i for i, b in enumerate(bases) if b <= start), default=0)
+    for i, base in enumerate(bases[first:]):
+        if base >= end:
+            return
+        position = _indexed_position(directory, base, start) if i == 0 else 0
+        for chunk, pos, header in _iter_segment(directory, base, position):
+            if header.base_offset >= end:
+                return
+            if header.last_offset >= start:
+                yield chunk, pos, header
+
+
+def read_records(directory: Path, topic: str, partition: int, start: int, end: int,
+                 record_type: type[Any] | None = None) -> Iterator[Any]:
+    """Records with offsets in ``[start, end)``, control batches skipped.
+
+    Records are ``record_type`` tuples (topic, partition, offset, timestamp,
+    timestamp_type, key, value, headers); see ``decode_records_as``.
+    """
+    from slog.client.types import ConsumerRecord
+
+    kind = record_type or ConsumerRecord
+    for chunk, pos, header in batches_from(directory, start, end):
+        if header.attributes & batch.CONTROL_BIT:
+            continue
+        records = decode_records_as(chunk, pos, header, kind, topic, partition)
+        if header.base_offset >= start and header.last_offset < end:
+            yield from records
+        else:
+            yield from (r for r in records if start <= r[2] < end)
