@@ -65,6 +65,11 @@ class Partition:
         self.followers: dict[int, FollowerState] = {}
         self.needs_truncation = False  # a new follower epoch: ask the leader where to cut
         self.isr_change_in_flight = False
+        # Replicas this leader proposed adding to the ISR, and the partition epoch it
+        # proposed at: they count for the HW until a newer epoch is applied (Kafka's
+        # "maximal ISR"), so the controller can never elect one that lacks acked records.
+        self.pending_additions: frozenset[int] = frozenset()
+        self.pending_since_epoch = -1
         self.fenced_replicas: frozenset[int] = frozenset()
         self.topic_id = ""  # the topic incarnation this log belongs to
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -101,6 +106,7 @@ class Partition:
         self.isr_change_in_flight = False
         self.fenced_replicas = frozenset(fenced)
         if newly:
+            self.pending_additions = frozenset()
             self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
             self.followers = {r: FollowerState() for r in state.replicas if r != self.broker_id}
         else:
@@ -119,6 +125,7 @@ class Partition:
         self.state = state
         self.followers = {}
         self.isr_change_in_flight = False
+        self.pending_additions = frozenset()
         if new_epoch:
             self.needs_truncation = True
             self._fail_waiters("not_leader_or_follower",
@@ -204,11 +211,33 @@ class Partition:
         follower.leader_leo_at_last_fetch = leo
         return self._maybe_advance_high_watermark()
 
+    def propose_isr(self, isr: tuple[int, ...]) -> None:
+        """The leader is about to ask the controller for ``isr``: the replicas it adds
+        count for the HW from now on (see ``maximal_isr``)."""
+        self.pending_additions = frozenset(isr) - set(self.isr)
+        self.pending_since_epoch = self.state.partition_epoch if self.state else -1
+
+    def proposal_failed(self) -> None:
+        self.pending_additions = frozenset()
+
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The ISR, plus replicas proposed to join it whose fate is not applied here yet.
+
+        Between the controller committing an expansion and this leader reading it, the
+        controller may already elect the new member; had the HW ignored it meanwhile,
+        records acknowledged then would be missing from the new leader and lost.
+        """
+        isr = frozenset(self.isr)
+        if self.state is None or self.state.partition_epoch > self.pending_since_epoch:
+            return isr  # the controller's answer is applied: the ISR says it all
+        return isr | (self.pending_additions - self.fenced_replicas)
+
     def _maybe_advance_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
         candidate = self.log.log_end_offset
-        for replica in self.isr:
+        for replica in self.maximal_isr:
             if replica != self.broker_id:
                 follower = self.followers.get(replica)
                 candidate = min(candidate, follower.log_end_offset if follower else -1)

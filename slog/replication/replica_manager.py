@@ -179,9 +179,11 @@ class ReplicaManager:
                 if wanted is None:
                     continue
                 partition.isr_change_in_flight = True
+                partition.propose_isr(wanted)
                 try:
                     await alter(partition, wanted)
                 except Exception as exc:  # the next tick proposes again
+                    partition.proposal_failed()
                     log.info("%s-%d: ISR change to %s refused: %s", partition.topic,
                              partition.partition, list(wanted), exc)
                 finally:
