@@ -24,7 +24,12 @@ class ConfigSource(IntEnum):
     DEFAULT_CONFIG = 5
 
 
-def _int(minimum: int | None = None) -> Callable[[str], str]:
+_INT32_MAX = 2**31 - 1
+
+
+def _int(minimum: int | None = None, maximum: int = 2**63 - 1) -> Callable[[str], str]:
+    """Kafka's LONG by default; pass ``maximum=_INT32_MAX`` for an INT config."""
+
     def check(value: str) -> str:
         try:
             number = int(value)
@@ -32,6 +37,8 @@ def _int(minimum: int | None = None) -> Callable[[str], str]:
             raise ConfigError(f"{value!r} is not an integer") from exc
         if minimum is not None and number < minimum:
             raise ConfigError(f"{number} is below the minimum {minimum}")
+        if number > maximum:
+            raise ConfigError(f"{number} is above the maximum {maximum}")
         return str(number)
 
     return check
@@ -77,22 +84,24 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ),
         ConfigDef("retention.ms", "log.retention.ms", str(7 * 24 * 3600 * 1000), _int(-1)),
         ConfigDef("retention.bytes", "log.retention.bytes", "-1", _int(-1)),
-        ConfigDef("segment.bytes", "log.segment.bytes", str(64 * 1024 * 1024), _int(14)),
+        ConfigDef("segment.bytes", "log.segment.bytes", str(64 * 1024 * 1024),
+                  _int(14, _INT32_MAX)),
         ConfigDef("segment.ms", "log.roll.ms", str(7 * 24 * 3600 * 1000), _int(1)),
         ConfigDef(
-            "segment.index.bytes", "log.index.size.max.bytes", str(10 * 1024 * 1024), _int(8)
+            "segment.index.bytes", "log.index.size.max.bytes", str(10 * 1024 * 1024),
+            _int(8, _INT32_MAX),
         ),
-        ConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _int(0)),
+        ConfigDef("index.interval.bytes", "log.index.interval.bytes", "4096", _int(0, _INT32_MAX)),
         ConfigDef("flush.messages", "log.flush.interval.messages", str(2**63 - 1), _int(1)),
         ConfigDef("flush.ms", "log.flush.interval.ms", str(2**63 - 1), _int(0)),
-        ConfigDef("max.message.bytes", "message.max.bytes", "1048588", _int(0)),
+        ConfigDef("max.message.bytes", "message.max.bytes", "1048588", _int(0, _INT32_MAX)),
         ConfigDef(
             "message.timestamp.type",
             "log.message.timestamp.type",
             "CreateTime",
             _choice("CreateTime", "LogAppendTime"),
         ),
-        ConfigDef("min.insync.replicas", "min.insync.replicas", "1", _int(1)),
+        ConfigDef("min.insync.replicas", "min.insync.replicas", "1", _int(1, _INT32_MAX)),
         ConfigDef(
             "unclean.leader.election.enable", "unclean.leader.election.enable", "false", _bool
         ),
@@ -137,6 +146,14 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "log.cleaner.enable": ("true", _bool),
     "log.cleaner.backoff.ms": ("15000", _int(0)),
     "metadata.poll.interval.ms": ("50", _int(1)),
+    # Security (docs/SECURITY.md): SASL on the listener, the ACL authorizer.
+    "security.protocol": ("PLAINTEXT", _choice("PLAINTEXT", "SASL_PLAINTEXT")),
+    "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256",
+                                _choice("PLAIN", "SCRAM-SHA-256", many=True)),
+    "sasl.credentials.file": ("", str.strip),  # empty: credentials.json in the data dir
+    "authorizer.class.name": ("", str.strip),  # any non-empty value turns ACLs on
+    "super.users": ("", str.strip),  # User:a;User:b
+    "allow.everyone.if.no.acl.found": ("false", _bool),
 }
 
 

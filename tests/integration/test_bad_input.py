@@ -422,6 +422,48 @@ def create_topics_body(topics: dict[str, int]) -> dict[str, Any]:
             "timeout": 5000, "validate_only": False}
 
 
+OUT_OF_RANGE_CONFIGS = [("max.message.bytes", "99999999999999999999"),
+                        ("segment.bytes", "3000000000"), ("min.insync.replicas", "2147483648"),
+                        ("retention.ms", "9223372036854775808")]
+
+
+@pytest.mark.parametrize(("name", "value"), OUT_OF_RANGE_CONFIGS,
+                         ids=[n for n, _ in OUT_OF_RANGE_CONFIGS])
+def test_out_of_range_configs_are_refused(shared_broker: BrokerProcess, name: str,
+                                          value: str) -> None:
+    """Regression: an INT config beyond int32 passed validation, reached the metadata log,
+    and then failed every later metadata apply (no topic could be created any more)."""
+    with Wire(shared_broker.bootstrap) as wire:
+        body = create_topics_body({"range-config": 1})
+        body["topics"][0]["configs"] = [{"name": name, "value": value}]
+        created = wire.request(ApiKey.CREATE_TOPICS, CREATE_TOPICS_V, body)
+        assert created.topics[0].error_code == ErrorCode.invalid_config
+        altered = wire.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+            "resources": [{"resource_type": 2, "resource_name": VICTIM, "configs": [
+                {"name": name, "config_operation": 0, "value": value}]}],
+            "validate_only": False})
+        assert altered.responses[0].error_code == ErrorCode.invalid_config
+        created = wire.request(ApiKey.CREATE_TOPICS, CREATE_TOPICS_V,
+                               create_topics_body({f"after-{name}": 1}))
+        assert created.topics[0].error_code == ErrorCode.none
+
+
+def test_topic_named_twice_is_answered_once(shared_broker: BrokerProcess) -> None:
+    """Kafka lists a duplicated name once with INVALID_REQUEST and creates nothing for it;
+    librdkafka refuses a response that names a topic twice."""
+    with Wire(shared_broker.bootstrap) as wire:
+        body = create_topics_body({"twice": 1, "once-beside-twice": 1})
+        body["topics"].append(dict(body["topics"][0]))
+        created = wire.request(ApiKey.CREATE_TOPICS, CREATE_TOPICS_V, body)
+        errors = {t.name: t.error_code for t in created.topics}
+        assert len(created.topics) == 2
+        assert errors == {"twice": ErrorCode.invalid_request,
+                          "once-beside-twice": ErrorCode.none}
+        metadata = wire.request(ApiKey.METADATA, METADATA_V, {
+            "topics": [{"name": "twice"}], "allow_auto_topic_creation": False})
+        assert metadata.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
 @pytest.mark.parametrize("count", [2**31 - 1, 10_001])
 def test_huge_partition_counts_are_refused(shared_broker: BrokerProcess, count: int) -> None:
     """Kafka caps one request at 10,000 new partitions (POLICY_VIOLATION); without a cap

@@ -7,6 +7,7 @@ NOT_CONTROLLER so the client retries against the one named in Metadata.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
@@ -66,10 +67,17 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if controller is None:
         return {"throttle_time": 0,
                 "topics": [{"name": t.name, **_not_controller()} for t in request.topics]}
-    specs = [_new_topic(t) for t in request.topics]
+    # Kafka answers a name given twice once, with INVALID_REQUEST, and creates
+    # nothing for it; librdkafka rejects a response that lists a topic twice.
+    counts = Counter(t.name for t in request.topics)
+    duplicates = [name for name, n in counts.items() if n > 1]
+    specs = [_new_topic(t) for t in request.topics if counts[t.name] == 1]
     validate_only = getattr(request, "validate_only", False)
     outcomes = controller.create_topics(specs, validate_only=validate_only)
-    topics = []
+    topics = [{"name": name, "num_partitions": -1, "replication_factor": -1,
+               "error_code": code("invalid_request"),
+               "error_message": "the topic is named more than once in the request"}
+              for name in duplicates]
     for spec, outcome in zip(specs, outcomes, strict=True):
         if isinstance(outcome, ControllerError):
             topics.append({"name": spec.name, "num_partitions": -1, "replication_factor": -1,
