@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from slog.cli.common import EXIT_NOT_FOUND, EXIT_USAGE, default_data_dir, fail
+from slog.cli.common import (
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    DataDirOption,
+    default_data_dir,
+    fail,
+)
+from slog.cli.output import OutputFormat, OutputOption, print_data
 
 app = typer.Typer(help="Start and stop individual brokers.", no_args_is_help=True)
-
-DataDirOption = Annotated[
-    Path | None,
-    typer.Option("--data-dir", envvar="SLOG_DATA_DIR",
-                 help="Data directory shared by the brokers [default: ~/.local/share/slog]."),
-]
+__all__ = ["DataDirOption", "app"]  # DataDirOption stays importable from here
 
 
 @app.command()
@@ -26,6 +27,7 @@ def start(
     foreground: Annotated[bool, typer.Option(help="Run in this terminal instead.")] = False,
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="Broker setting key=value (repeatable).")] = None,
+    output: OutputOption = OutputFormat.table,
 ) -> None:
     """Start broker N as a daemon (logs to brokers/N/broker.log).
 
@@ -51,13 +53,19 @@ def start(
         info = start_daemon(broker_id, root, listen, overrides)
     except (BrokerStartError, DataDirError) as exc:
         fail(str(exc))
-    typer.echo(f"broker {info.broker_id} started on {info.host}:{info.port} (pid {info.pid})")
+    if output.structured:
+        print_data({"id": info.broker_id, "address": f"{info.host}:{info.port}",
+                    "pid": info.pid, "status": "started"}, output)
+    else:
+        typer.echo(f"broker {info.broker_id} started on {info.host}:{info.port} "
+                   f"(pid {info.pid})")
 
 
 @app.command()
 def stop(
     broker_id: Annotated[int, typer.Option("--id", help="Broker id.")],
     data_dir: DataDirOption = None,
+    output: OutputOption = OutputFormat.table,
 ) -> None:
     """Stop broker N cleanly (SIGTERM: flush, clean-shutdown marker, exit).
 
@@ -68,4 +76,7 @@ def stop(
     root = (data_dir or default_data_dir()).expanduser().resolve()
     if not stop_daemon(broker_id, root):
         fail(f"broker {broker_id} is not running on {root}", code=EXIT_NOT_FOUND)
-    typer.echo(f"broker {broker_id} stopped")
+    if output.structured:
+        print_data({"id": broker_id, "status": "stopped"}, output)
+    else:
+        typer.echo(f"broker {broker_id} stopped")

@@ -11,17 +11,25 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from slog.cli.broker_cmd import DataDirOption
 from slog.cli.common import (
     DEFAULT_BOOTSTRAP,
     EXIT_FAILURE,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    DataDirOption,
     client_errors,
     default_data_dir,
     fail,
 )
-from slog.cli.output import OutputFormat, OutputOption, console, print_json, print_table
+from slog.cli.output import (
+    OutputFormat,
+    OutputOption,
+    Progress,
+    console,
+    print_data,
+    print_table,
+    progress_bar,
+)
 
 if TYPE_CHECKING:
     from slog.cli.cluster_view import ClusterView, DataDirWatcher
@@ -70,7 +78,7 @@ class _Progress:
 
 @contextmanager
 def _progress(message: str, output: OutputFormat) -> Iterator[_Progress]:
-    if output is OutputFormat.json or not sys.stderr.isatty():
+    if output.structured or not sys.stderr.isatty():
         yield _Progress(None)
         return
     with console(stderr=True).status(message) as status:
@@ -120,13 +128,15 @@ def _waiting_for(view: ClusterView, expected: Iterable[int]) -> list[str]:
 
 
 def _wait_until_ready(watcher: DataDirWatcher, expected: list[int], deadline: float,
-                      progress: _Progress) -> tuple[ClusterView, list[str]]:
+                      progress: Progress) -> tuple[ClusterView, list[str]]:
     while True:
         view = watcher.view()
         missing = _waiting_for(view, expected)
+        ready = sum(1 for b in expected if (s := view.broker(b)) is not None and s.serving)
+        progress.update(completed=ready, description="waiting for " + ", ".join(missing)
+                        if missing else "cluster ready")
         if not missing or time.monotonic() >= deadline:
             return view, missing
-        progress.update(f"waiting for {', '.join(missing)}")
         time.sleep(POLL_S)
 
 
@@ -145,6 +155,8 @@ def up(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Start brokers 1..N (those not running yet) and wait until they form a cluster.
+
+    A progress bar of the brokers serving shows on a terminal.
 
     Example: slog cluster up --brokers 3 --base-port 9092
     """
@@ -180,7 +192,9 @@ def up(
         return start_daemon(broker_id, root, f"{host}:{to_start[broker_id]}", overrides,
                             timeout_s=max(0.1, deadline - time.monotonic()))
 
-    with _progress(f"starting {len(to_start)} broker(s) in {root}", output) as progress:
+    expected = sorted(running | set(wanted))
+    with progress_bar(f"starting {len(to_start)} broker(s)", len(expected), "brokers serving",
+                      output) as progress:
         results = _in_parallel(start, sorted(to_start))
         failures = {b: r for b, r in results.items() if isinstance(r, Exception)}
         if failures:
@@ -190,7 +204,6 @@ def up(
                 print(f"error: broker {broker_id} failed to start: {detail}", file=sys.stderr)
             fail(f"{len(failures)} of {len(to_start)} broker(s) failed to start",
                  hint=f"see {root}/brokers/<id>/broker.log; `slog cluster down` stops the rest")
-        expected = sorted(running | set(wanted))
         view, missing = _wait_until_ready(watcher, expected, deadline, progress)
 
     actions = {b: {"action": "already running" if b in running else "started"} for b in wanted}
@@ -205,12 +218,12 @@ def up(
 
 def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: OutputFormat,
               elapsed_s: float) -> None:
-    if output is OutputFormat.json:
+    if output.structured:
         data = view.to_json()
         for broker in data["brokers"]:
             broker["action"] = actions.get(broker["id"], {}).get("action")
         data["elapsed_s"] = round(elapsed_s, 3)
-        print_json(data)
+        print_data(data, output)
         return
     print_table(_broker_rows(view, actions), [*BROKER_COLUMNS, "action"])
     started = sum(1 for a in actions.values() if a["action"] == "started")
@@ -253,8 +266,8 @@ def down(
     view = watcher.view() if watcher.has_cluster else None
     running = [b for b in view.brokers if b.alive] if view else []
     if not running:
-        if output is OutputFormat.json:
-            print_json([])
+        if output.structured:
+            print_data([], output)
         else:
             typer.echo(f"no broker is running in {root}")
         return
@@ -274,8 +287,8 @@ def down(
                      "controller": broker.controller,
                      "result": "stopped" if result is True else
                      "already stopped" if result is False else f"failed: {result}"})
-    if output is OutputFormat.json:
-        print_json(rows)
+    if output.structured:
+        print_data(rows, output)
     else:
         print_table([{**r, "controller": "yes" if r["controller"] else None} for r in rows],
                     ["id", "address", "pid", "controller", "result"])
@@ -329,8 +342,8 @@ def status(
 
 
 def _print_status(view: ClusterView, output: OutputFormat) -> None:
-    if output is OutputFormat.json:
-        print_json(view.to_json())
+    if output.structured:
+        print_data(view.to_json(), output)
         return
     print_table(_broker_rows(view), BROKER_COLUMNS)
     typer.echo(f"{_controller_line(view)}; {view.topic_count} topic(s), "

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -27,6 +27,14 @@ def default_data_dir() -> Path:
     return Path(base) / "slog"
 
 
+DEBUG = {"on": bool(os.environ.get("SLOG_DEBUG"))}  # set by the global --debug too
+
+
+def debug_enabled() -> bool:
+    """``--debug`` or ``SLOG_DEBUG``: show tracebacks instead of one-line errors."""
+    return DEBUG["on"]
+
+
 def fail(message: str, hint: str | None = None, code: int = EXIT_FAILURE) -> NoReturn:
     """Print a one-line error (and a hint) on stderr and exit with ``code``."""
     print(f"error: {message}", file=sys.stderr)
@@ -39,7 +47,61 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 BootstrapOption = Annotated[str, typer.Option(
     "--bootstrap", "-b", envvar="SLOG_BOOTSTRAP",
-    help="Broker list host:port[,host:port...].")]
+    help="Broker list host:port[,host:port...] (or a --profile's).")]
+
+DataDirOption = Annotated[Path | None, typer.Option(
+    "--data-dir", envvar="SLOG_DATA_DIR",
+    help="Data directory shared by the brokers [default: ~/.local/share/slog].")]
+
+
+def complete_topics(ctx: typer.Context, incomplete: str) -> list[str]:
+    from slog.cli.complete import topic_names
+
+    return topic_names(ctx, incomplete)
+
+
+def complete_groups(ctx: typer.Context, incomplete: str) -> list[str]:
+    from slog.cli.complete import group_names
+
+    return group_names(ctx, incomplete)
+
+
+def _topic_argument(help_text: str) -> Any:
+    return typer.Argument(help=help_text, show_default=False, metavar="TOPIC",
+                          autocompletion=complete_topics)
+
+
+def _group_argument(help_text: str) -> Any:
+    return typer.Argument(help=help_text, show_default=False, metavar="GROUP",
+                          autocompletion=complete_groups)
+
+
+# Topics and groups are positional everywhere, completed from the cluster.
+TopicsArgument = Annotated[list[str], _topic_argument("Topic names.")]
+OptionalTopicsArgument = Annotated[list[str] | None, _topic_argument("Topic names (default: all).")]
+TopicArgument = Annotated[str, _topic_argument("Topic name.")]
+GroupsArgument = Annotated[list[str], _group_argument("Group ids.")]
+OptionalGroupsArgument = Annotated[list[str] | None, _group_argument("Group ids (default: all).")]
+GroupArgument = Annotated[str, _group_argument("Group id.")]
+RegexOption = Annotated[str | None, typer.Option(
+    "--regex", "-r", help="Also every name matching this regular expression (Python re, "
+                          "anchored at both ends).")]
+
+
+def select_names(names: list[str] | None, regex: str | None, available: list[str]
+                 ) -> list[str] | None:
+    """``names`` plus those of ``available`` that ``regex`` matches completely, in order and
+    without repeats; None when neither is given (meaning: all)."""
+    import re
+
+    if regex is None:
+        return list(dict.fromkeys(names)) if names else None
+    try:
+        pattern = re.compile(regex)
+    except re.error as exc:
+        fail(f"--regex {regex!r} is not a valid regular expression: {exc}", code=EXIT_USAGE)
+    matched = [name for name in available if pattern.fullmatch(name)]
+    return list(dict.fromkeys([*(names or []), *matched]))
 
 
 @contextmanager

@@ -13,10 +13,11 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    TopicsArgument,
     client_errors,
     fail,
 )
-from slog.cli.output import LongOutputOption, OutputFormat, print_json_line
+from slog.cli.output import LongOutputOption, OutputFormat, print_record
 
 # kcat's tokens; %v is slog's name for the value and %s kcat's.
 _TOKEN = re.compile(r"%[kvsptoThKS%]|\\[nt\\]")
@@ -87,12 +88,12 @@ def _start_positions(consumer: Any, tps: list[Any], mode: str, value: int,
 
 
 def consume(
-    topics: Annotated[list[str], typer.Argument(help="Topics to read.", show_default=False)],
+    topics: TopicsArgument,
     offset: Annotated[str, typer.Option(
         "--offset", "-o", help="beginning, end, N, -N (from the end) or @timestamp_ms.")
     ] = "beginning",
     partition: Annotated[list[int] | None, typer.Option(
-        "--partition", "-p", help="Only these partitions (repeatable).")] = None,
+        "--partition", "-p", min=0, help="Only these partitions (repeatable).")] = None,
     max_messages: Annotated[int | None, typer.Option(
         "--max-messages", "-n", help="Stop after this many records.")] = None,
     exit_at_end: Annotated[bool, typer.Option(
@@ -101,7 +102,7 @@ def consume(
         "--format", "-f", help="kcat-style: %k key, %v value, %p partition, %o offset, "
         "%t topic, %T timestamp, %h headers.")] = "%v\\n",
     group: Annotated[str | None, typer.Option(
-        "--group", "-G", help="Consume as a member of this consumer group: the group assigns "
+        "--group", "-g", "-G", help="Consume as a member of this consumer group: the group assigns "
         "partitions and offsets are committed; --offset only applies where the group has "
         "none.")] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
@@ -158,10 +159,7 @@ def consume(
             pending = {tp for tp in tps if consumer.position(tp) < ends[tp]}
             while not (exit_at_end and not pending):
                 for record in consumer.poll(timeout_ms=200):
-                    if output is OutputFormat.json:
-                        print_json_line(as_json(record))
-                    else:
-                        sys.stdout.write(render(fmt, record))
+                    _print(record, fmt, output)
                     seen += 1
                     if max_messages is not None and seen >= max_messages:
                         return
@@ -176,8 +174,8 @@ def consume(
 
 
 def _print(record: Any, fmt: str, output: OutputFormat) -> None:
-    if output is OutputFormat.json:
-        print_json_line(as_json(record))
+    if output.structured:
+        print_record(as_json(record), output)
     else:
         sys.stdout.write(render(fmt, record))
 

@@ -22,6 +22,7 @@ from slog.cli.common import (
     EXIT_USAGE,
     BootstrapOption,
     client_errors,
+    complete_topics,
     fail,
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
@@ -39,9 +40,10 @@ class ElectionType(StrEnum):
 AllOption = Annotated[bool, typer.Option(
     "--all", help="Every partition of every topic.")]
 TopicOption = Annotated[str | None, typer.Option(
-    "--topic", help="One topic (all its partitions unless --partition).")]
+    "--topic", "-t", help="One topic (all its partitions unless --partition).",
+    autocompletion=complete_topics)]
 PartitionOption = Annotated[int | None, typer.Option(
-    "--partition", min=0, help="One partition of --topic.")]
+    "--partition", "-p", min=0, help="One partition of --topic.")]
 PlanOption = Annotated[Path | None, typer.Option(
     "--plan", help='JSON file: {"partitions": [{"topic": "t", "partition": 0}, ...]} '
                    "(a reassignment plan works too).")]
@@ -142,6 +144,8 @@ def elect_leaders(
     """Elect partition leaders; reports ELECTED, NOT NEEDED or the error per partition.
 
     Exit 1 if any partition failed for another reason than NOT NEEDED.
+
+    Alias: slog preferred-leader-election (= --type preferred)
 
     Example: slog elect-leaders --type preferred --all
     """

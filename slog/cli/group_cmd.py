@@ -15,15 +15,18 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    GroupArgument,
+    OptionalGroupsArgument,
+    RegexOption,
     client_errors,
     fail,
+    select_names,
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
 
 app = typer.Typer(help="List, describe, reset offsets of and delete consumer groups.",
                   no_args_is_help=True)
 
-GroupsArgument = Annotated[list[str], typer.Argument(help="Group ids.", show_default=False)]
 INACTIVE = {"Empty", "Dead"}
 _DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
                        re.IGNORECASE)
@@ -50,6 +53,12 @@ class _Clients:
         raise_for_items({str(tp): r for tp, r in found.items() if isinstance(r, Exception)})
         return {tp: r.offset for tp, r in found.items()}  # type: ignore[union-attr]
 
+    def chosen_groups(self, groups: list[str] | None, regex: str | None) -> list[str] | None:
+        """Named groups plus those matching ``regex``; None for all."""
+        if regex is None:
+            return select_names(groups, None, [])
+        return select_names(groups, regex, [g.group_id for g in self.groups.list_groups()])
+
     def close(self) -> None:
         self.cluster.close()
 
@@ -65,16 +74,22 @@ class _Clients:
 def list_groups(
     state: Annotated[str | None, typer.Option(
         "--state", help="Only groups in these states, e.g. stable,empty.")] = None,
+    regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List consumer groups with their state.
 
-    Example: slog group list --state stable,empty
+    Examples:
+      slog group list --state stable,empty
+      slog group list -r 'billing-.*' -o json
     """
     states = [s.strip() for s in (state or "").split(",") if s.strip()]
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
         groups = clients.groups.list_groups(states)
+    if regex is not None:
+        keep = set(select_names(None, regex, [g.group_id for g in groups]) or [])
+        groups = [g for g in groups if g.group_id in keep]
     emit([{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type,
            "coordinator": g.coordinator} for g in groups],
          ["group", "state", "protocol_type"], output)
@@ -140,7 +155,8 @@ def _offset_rows(clients: _Clients, descriptions: dict[str, Any]) -> list[dict[s
 
 @app.command()
 def describe(
-    groups: GroupsArgument,
+    groups: OptionalGroupsArgument = None,
+    regex: RegexOption = None,
     members: Annotated[bool, typer.Option("--members", help="One row per member.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="With --members: the "
                                                             "partitions of each member.")] = False,
@@ -151,13 +167,23 @@ def describe(
 ) -> None:
     """Describe groups: offsets and lag (default), --members or --state.
 
-    Example: slog group describe billing --members --verbose
+    Alias: slog describe-group GROUP...
+
+    Examples:
+      slog group describe billing --members --verbose
+      slog group describe -r 'billing-.*' --state -o json
     """
     if members and state:
         fail("--members and --state are separate views; pick one", code=EXIT_USAGE)
     if verbose and not members:
         fail("--verbose goes with --members", code=EXIT_USAGE)
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        groups = clients.chosen_groups(groups, regex)
+        if groups is None:
+            groups = [g.group_id for g in clients.groups.list_groups()]
+        if not groups:
+            fail("no consumer group matches" + (f" {regex!r}" if regex else ""),
+                 hint="list groups with `slog group list`", code=EXIT_NOT_FOUND)
         found = clients.groups.describe_groups(groups)
         missing = [g for g in groups if found[g].state == "Dead"]
         for g in missing:
@@ -186,17 +212,19 @@ def parse_duration(text: str) -> datetime.timedelta:
         raise ValueError(f"--by-duration takes an ISO-8601 duration like PT30M or P1DT2H, "
                          f"not {text!r}")
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
-    return datetime.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        return datetime.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"--by-duration {text!r} is out of range") from None
 
 
 def parse_datetime_ms(text: str) -> int:
     """``YYYY-MM-DDTHH:MM:SS[.sss][zone]`` (local time without a zone) → epoch ms."""
     try:
-        moment = datetime.datetime.fromisoformat(text.strip())
-    except ValueError:
+        return int(datetime.datetime.fromisoformat(text.strip()).timestamp() * 1000)
+    except (ValueError, OverflowError, OSError):  # unparsable, or beyond what time_t holds
         raise ValueError(f"--to-datetime takes YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM], "
                          f"not {text!r}") from None
-    return int(moment.timestamp() * 1000)
 
 
 def parse_topic_scope(spec: str) -> tuple[str, list[int] | None]:
@@ -207,9 +235,12 @@ def parse_topic_scope(spec: str) -> tuple[str, list[int] | None]:
     if not parts:
         return topic, None
     try:
-        return topic, [int(p) for p in parts.split(",") if p.strip()]
+        numbers = [int(p) for p in parts.split(",") if p.strip()]
     except ValueError:
         raise ValueError(f"partitions in {spec!r} must be numbers") from None
+    if any(n < 0 for n in numbers):
+        raise ValueError(f"partitions in {spec!r} must not be negative")
+    return topic, numbers
 
 
 def _scope(clients: _Clients, group: str, topics: list[str], all_topics: bool) -> list[Any]:
@@ -253,9 +284,9 @@ def _targets(clients: _Clients, group: str, partitions: list[Any], target: tuple
 
 @app.command("reset-offsets")
 def reset_offsets(
-    group: Annotated[str, typer.Argument(help="Group id.", show_default=False)],
+    group: GroupArgument,
     topic: Annotated[list[str] | None, typer.Option(
-        "--topic", help="TOPIC or TOPIC:P,P (repeatable).")] = None,
+        "--topic", "-t", help="TOPIC or TOPIC:P,P (repeatable).")] = None,
     all_topics: Annotated[bool, typer.Option(
         "--all-topics", help="Every partition the group has offsets for.")] = False,
     to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
@@ -278,6 +309,8 @@ def reset_offsets(
 
     Example: slog group reset-offsets billing --topic orders:0,1 --shift-by -100 --execute
     """
+    if not group.strip():
+        fail("the group id must not be empty", code=EXIT_USAGE)
     if bool(topic) == all_topics:
         fail("give the scope: --topic TOPIC[:P,P] (repeatable) or --all-topics", code=EXIT_USAGE)
     targets = [("earliest", None) if to_earliest else None,
@@ -296,7 +329,12 @@ def reset_offsets(
             target = ("datetime", parse_datetime_ms(target[1]))
         elif target[0] == "duration":
             now = datetime.datetime.now(datetime.UTC)
-            target = ("duration", int((now - parse_duration(target[1])).timestamp() * 1000))
+            try:
+                start = now - parse_duration(target[1])
+            except OverflowError:
+                raise ValueError(f"--by-duration {target[1]!r} reaches back before year 1"
+                                 ) from None
+            target = ("duration", int(start.timestamp() * 1000))
     except ValueError as exc:
         fail(str(exc), code=EXIT_USAGE)
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
@@ -318,18 +356,27 @@ def reset_offsets(
 # -- delete ------------------------------------------------------------------------------
 @app.command()
 def delete(
-    groups: GroupsArgument,
+    groups: OptionalGroupsArgument = None,
+    regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Delete inactive groups and their committed offsets.
 
-    Example: slog group delete billing audit
+    Examples:
+      slog group delete billing audit
+      slog group delete -r 'test-.*'
     """
     from slog.client.errors import KafkaError
 
+    if not groups and regex is None:
+        fail("name the groups to delete, or pass --regex", code=EXIT_USAGE)
     failures: dict[str, Any] = {}
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        groups = clients.chosen_groups(groups, regex) or []
+        if not groups:
+            fail(f"no consumer group matches {regex!r}",
+                 hint="list groups with `slog group list`", code=EXIT_NOT_FOUND)
         try:
             clients.groups.delete_groups(groups)
         except KafkaError as exc:

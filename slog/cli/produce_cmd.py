@@ -17,9 +17,11 @@ from slog.cli.common import (
     EXIT_FAILURE,
     EXIT_USAGE,
     BootstrapOption,
+    TopicArgument,
     client_errors,
     fail,
 )
+from slog.cli.output import Progress, progress_bar
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
@@ -69,8 +71,23 @@ def _line_blocks(stream: BinaryIO, read_size: int = READ_SIZE) -> Iterator[list[
         yield [last[:-1] if last.endswith(b"\r") else last]
 
 
+class _CountingReader:
+    """Passes reads through and reports their sizes: the progress of a file being produced."""
+
+    def __init__(self, stream: BinaryIO, progress: Progress):
+        self._stream = stream
+        self._progress = progress
+
+    def read1(self, size: int) -> bytes:
+        chunk = self._stream.read1(size)  # type: ignore[attr-defined]
+        self._progress.advance(len(chunk))
+        return chunk
+
+    read = read1
+
+
 def produce(
-    topic: Annotated[str, typer.Argument(help="Topic to write to.", show_default=False)],
+    topic: TopicArgument,
     file: Annotated[Path | None, typer.Option(
         "--file", "-f", help="Read records from this file instead of stdin.")] = None,
     key_separator: Annotated[str | None, typer.Option(
@@ -88,7 +105,11 @@ def produce(
 ) -> None:
     """Produce one record per line of stdin (or --file); a summary goes to stderr.
 
-    Example: printf 'alice:hi\\nbob:yo\\n' | slog produce chat -K:
+    A progress bar shows on a terminal while producing a --file.
+
+    Examples:
+      printf 'alice:hi\\nbob:yo\\n' | slog produce chat -K:
+      slog produce orders -f orders.txt -K, --acks all
     """
     from slog.client import Producer
     from slog.core.compression import codec_from_name
@@ -120,12 +141,15 @@ def produce(
 
     started = time.monotonic()
     sent_bytes = count = 0
-    with client_errors(bootstrap), handle:
+    size = file.stat().st_size if file is not None and file.is_file() else None
+    with client_errors(bootstrap), handle, \
+            progress_bar(f"producing {file}", size, in_bytes=True) as bar:
         producer = Producer(bootstrap, acks=ACKS[acks], compression=compression,
                             linger_ms=linger_ms, client_id="slog-cli")
         send = producer.send
+        source = _CountingReader(handle, bar) if file is not None else handle
         try:
-            for lines in _line_blocks(handle):
+            for lines in _line_blocks(source):  # type: ignore[arg-type]
                 if separator is None:
                     for value in lines:
                         send(topic, value, None, partition=partition, headers=headers,

@@ -26,7 +26,7 @@ from slog.cli.common import (
     client_errors,
     fail,
 )
-from slog.cli.output import OutputFormat, OutputOption, console, emit, print_json
+from slog.cli.output import OutputFormat, OutputOption, emit, print_data, progress_bar
 
 if TYPE_CHECKING:
     from slog.client import Admin
@@ -66,6 +66,9 @@ def _read_plan(path: Path) -> Assignment:
         text = path.read_text()
     except OSError as exc:
         fail(f"cannot read the plan {path}: {exc.strerror or exc}", code=EXIT_USAGE)
+    except UnicodeDecodeError as exc:
+        fail(f"{path}: the plan is not UTF-8 JSON ({exc.reason} at byte {exc.start})",
+             code=EXIT_USAGE)
     try:
         return parse_plan(text)
     except PlanError as exc:
@@ -172,8 +175,9 @@ def generate(
         fail(str(exc), code=EXIT_USAGE)
     if save is not None:
         _write_plan(save, proposed)
-    if output is OutputFormat.json or not sys.stdout.isatty():
-        print_json({"current": _plan_json(current), "proposed": _plan_json(proposed)})
+    if output.structured or not sys.stdout.isatty():
+        print_data({"current": _plan_json(current), "proposed": _plan_json(proposed)},
+                   output if output.structured else OutputFormat.json)
     else:
         print("Current partition replica assignment")
         print(json.dumps(_plan_json(current)))
@@ -201,30 +205,18 @@ def _wait_until_done(admin: Admin, partitions: list[TopicPartition], timeout_s: 
     Ctrl-C (None: the reassignment goes on). A progress bar on a terminal only."""
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     total = len(partitions)
-    bar: Any = None
-    task: Any = None
-    if sys.stderr.isatty():
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        bar = Progress(TextColumn("reassigning"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("partitions"), console=console(stderr=True), transient=True)
-        bar.start()
-        task = bar.add_task("reassign", total=total)
     try:
-        while True:
-            moving = admin.list_partition_reassignments(partitions)
-            if bar is not None:
-                bar.update(task, completed=total - len(moving))
-            if not moving:
-                return True
-            if deadline is not None and time.monotonic() > deadline:
-                return False
-            time.sleep(POLL_S)
+        with progress_bar("reassigning", total, "partitions") as bar:
+            while True:
+                moving = admin.list_partition_reassignments(partitions)
+                bar.update(completed=total - len(moving))
+                if not moving:
+                    return True
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
+                time.sleep(POLL_S)
     except KeyboardInterrupt:
         return None
-    finally:
-        if bar is not None:
-            bar.stop()
 
 
 @app.command()
@@ -290,9 +282,9 @@ def execute(
         done = None
         if not failures and (wait if wait is not None else sys.stdout.isatty()):
             done = _wait_until_done(admin, [TopicPartition(*k) for k in wanted], timeout)
-    if output is OutputFormat.json:
-        print_json({"rollback_file": str(rollback), "throttle": throttle, "complete": done,
-                    "partitions": rows})
+    if output.structured:
+        print_data({"rollback_file": str(rollback), "throttle": throttle, "complete": done,
+                    "partitions": rows}, output)
     elif done:
         _note("reassignment complete" + (f"; `slog reassign verify --plan {plan}` removes "
                                          "the throttle" if throttle else ""), output)
@@ -308,6 +300,11 @@ def verify(
     plan: PlanOption,
     preserve_throttle: Annotated[bool, typer.Option(
         help="Keep the throttle even when everything is done.")] = False,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="First wait until no partition of the plan is moving (a progress "
+                       "bar on a terminal).")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        min=0, help="With --wait: give up waiting after this many seconds.")] = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
@@ -315,13 +312,17 @@ def verify(
 
     Exit 0 only when all are complete; the throttle is then removed.
 
-    Example: slog reassign verify --plan plan.json
+    Examples:
+      slog reassign verify --plan plan.json
+      slog reassign verify --plan plan.json --wait --timeout 600
     """
     from slog.client.types import TopicPartition
 
     wanted = _read_plan(plan)
     rows = []
     with client_errors(bootstrap), _admin(bootstrap) as admin:
+        if wait:
+            _wait_until_done(admin, [TopicPartition(*k) for k in wanted], timeout)
         cluster = ClusterAssignment(admin)
         for key, target in sorted(wanted.items()):
             running = cluster.ongoing.get(TopicPartition(*key))
@@ -340,8 +341,9 @@ def verify(
         removed = complete and not preserve_throttle
         if removed:
             _set_throttle(admin, {t for t, _ in wanted}, None)
-    if output is OutputFormat.json:
-        print_json({"complete": complete, "throttle_removed": removed, "partitions": rows})
+    if output.structured:
+        print_data({"complete": complete, "throttle_removed": removed, "partitions": rows},
+                   output)
     else:
         emit(rows, ["topic", "partition", "status", "replicas", "target", "adding",
                     "removing"], output)

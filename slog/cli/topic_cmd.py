@@ -13,23 +13,30 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    OptionalTopicsArgument,
+    RegexOption,
+    TopicArgument,
+    TopicsArgument,
     client_errors,
     fail,
+    select_names,
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
 
 app = typer.Typer(help="Create, delete, list, describe and alter topics.", no_args_is_help=True)
 
-NamesArgument = Annotated[list[str], typer.Argument(help="Topic names.", show_default=False)]
-
 
 def _parse_configs(pairs: list[str] | None) -> dict[str, str]:
-    from slog.core.config import ConfigError, parse_key_values
+    from slog.core.config import ConfigError, parse_key_values, validate_topic_configs
 
     try:
-        return parse_key_values(pairs or [])
+        parsed = parse_key_values(pairs or [])
+        # Checked here with the broker's own table, so a typo is a usage error
+        # before anything is sent (and nothing changes).
+        validate_topic_configs(parsed)
     except ConfigError as exc:
         fail(str(exc), code=EXIT_USAGE)
+    return parsed
 
 
 def _admin(bootstrap: str) -> Any:
@@ -38,9 +45,14 @@ def _admin(bootstrap: str) -> Any:
     return Admin(bootstrap, client_id="slog-cli")
 
 
+# Every row of `topic create` has the same fields, whatever happened to it.
+_NOT_CREATED: dict[str, Any] = {"partitions": None, "replication_factor": None,
+                                "topic_id": None, "error": None}
+
+
 @app.command()
 def create(
-    names: NamesArgument,
+    names: TopicsArgument,
     partitions: Annotated[int, typer.Option("--partitions", "-p",
                                             help="Partitions (broker default: 1).")] = -1,
     replication_factor: Annotated[int, typer.Option(
@@ -61,6 +73,9 @@ def create(
     from slog.client.errors import KafkaError
 
     configs = _parse_configs(config)
+    for flag, value in (("--partitions", partitions), ("--replication-factor", replication_factor)):
+        if value == 0 or value < -1:
+            fail(f"{flag} must be at least 1 (got {value})", code=EXIT_USAGE)
     assignment = None
     if replica_assignment:
         from slog.replication.placement import PlacementError, parse_replica_assignment
@@ -84,10 +99,11 @@ def create(
             errors = getattr(exc, "errors", {exc.item: exc})
             for name, error in errors.items():
                 if if_not_exists and error.name == "TOPIC_ALREADY_EXISTS":
-                    rows.append({"topic": name, "status": "exists", "error": None})
+                    rows.append({**_NOT_CREATED, "topic": name, "status": "exists"})
                     continue
                 failed += 1
-                rows.append({"topic": name, "status": "failed", "error": str(error)})
+                rows.append({**_NOT_CREATED, "topic": name, "status": "failed",
+                             "error": str(error)})
         for name, topic in created.items():
             rows.append({"topic": name, "status": "created", "partitions": topic.partitions,
                          "replication_factor": topic.replication_factor,
@@ -98,21 +114,38 @@ def create(
         raise typer.Exit(EXIT_FAILURE)
 
 
+def _chosen_topics(admin: Any, names: list[str] | None, regex: str | None) -> list[str] | None:
+    """Named topics plus those matching ``regex``; None for all. A regex never matches an
+    internal topic (`-r '.*'` must not delete __consumer_offsets); name those explicitly."""
+    if regex is None:
+        return select_names(names, None, [])
+    return select_names(names, regex, [t.name for t in admin.list_topics()])
+
+
 @app.command()
 def delete(
-    names: NamesArgument,
+    names: OptionalTopicsArgument = None,
+    regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Delete topics and all their data.
 
-    Example: slog topic delete orders payments
+    Examples:
+      slog topic delete orders payments
+      slog topic delete -r 'test-.*'
     """
     from slog.client.errors import KafkaError
 
+    if not names and regex is None:
+        fail("name the topics to delete, or pass --regex", code=EXIT_USAGE)
     rows = []
     failures: dict[str, Any] = {}
     with client_errors(bootstrap), _admin(bootstrap) as admin:
+        names = _chosen_topics(admin, names, regex) or []
+        if not names:
+            fail(f"no topic matches {regex!r}", hint="list topics with `slog topic list`",
+                 code=EXIT_NOT_FOUND)
         try:
             admin.delete_topics(names)
         except KafkaError as exc:
@@ -131,15 +164,21 @@ def delete(
 @app.command("list")
 def list_topics(
     internal: Annotated[bool, typer.Option("--internal", help="Include internal topics.")] = False,
+    regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """List topics with their partition counts.
 
-    Example: slog topic list --output json
+    Examples:
+      slog topic list --output json
+      slog topic list -r 'orders-.*'
     """
     with client_errors(bootstrap), _admin(bootstrap) as admin:
         topics = admin.list_topics(include_internal=internal)
+    if regex is not None:
+        keep = set(select_names(None, regex, [t.name for t in topics]) or [])
+        topics = [t for t in topics if t.name in keep]
     rows = [{"topic": t.name, "partitions": t.partitions, "internal": t.is_internal,
              "topic_id": t.topic_id} for t in topics]
     emit(rows, ["topic", "partitions", "internal"], output)
@@ -156,8 +195,8 @@ PARTITION_FILTERS: dict[str, Callable[[Any, int], bool]] = {
 
 @app.command()
 def describe(
-    names: Annotated[list[str] | None, typer.Argument(help="Topics (default: all).",
-                                                      show_default=False)] = None,
+    names: OptionalTopicsArgument = None,
+    regex: RegexOption = None,
     under_replicated: Annotated[bool, typer.Option(
         "--under-replicated", help="Only partitions whose ISR is smaller than their replicas.")
     ] = False,
@@ -175,7 +214,9 @@ def describe(
 ) -> None:
     """Per partition: leader, replicas, ISR, log start, high watermark and log end offset.
 
-    Example: slog topic describe orders --under-replicated
+    Examples:
+      slog topic describe orders --under-replicated
+      slog topic describe -r 'orders.*' -o yaml
     """
     chosen = [name for name, on in (("under_replicated", under_replicated),
                                     ("unavailable", unavailable), ("under_min_isr", under_min_isr),
@@ -185,7 +226,11 @@ def describe(
              "mutually exclusive", code=EXIT_USAGE)
     min_isr: dict[str, int] = {}
     with client_errors(bootstrap), _admin(bootstrap) as admin:
-        topics = admin.describe_topics(names or None)
+        wanted = _chosen_topics(admin, names, regex)
+        if wanted == [] and regex is not None:
+            fail(f"no topic matches {regex!r}", hint="list topics with `slog topic list`",
+                 code=EXIT_NOT_FOUND)
+        topics = admin.describe_topics(wanted)
         if chosen and chosen[0] in ("under_min_isr", "at_min_isr") and topics:
             configs = admin.describe_topic_configs([t.name for t in topics],
                                                    ["min.insync.replicas"])
@@ -205,7 +250,7 @@ def describe(
 
 @app.command()
 def alter(
-    name: Annotated[str, typer.Argument(help="Topic name.", show_default=False)],
+    name: TopicArgument,
     partitions: Annotated[int | None, typer.Option(
         "--partitions", "-p", help="New (larger) partition count.")] = None,
     config: Annotated[list[str] | None, typer.Option(

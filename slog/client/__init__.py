@@ -24,25 +24,64 @@ module                 job
 =====================  ==========================================================
 """
 
-from slog.client.admin import Admin
-from slog.client.consumer import Consumer
-from slog.client.errors import (
-    BrokerUnavailableError,
-    KafkaError,
-    KafkaTimeoutError,
-    ProduceError,
-)
-from slog.client.group import RebalanceListener
-from slog.client.group_admin import GroupAdmin, GroupDescription, GroupListing
-from slog.client.group_requests import OffsetAndMetadata
-from slog.client.producer import DeliveryFuture, Producer
-from slog.client.types import (
-    ConsumerRecord,
-    NewTopic,
-    OffsetAndTimestamp,
-    RecordMetadata,
-    TopicPartition,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Names are imported on first use, so a command that needs only the admin
+# client does not pay for the producer, consumer and group machinery.
+_EXPORTS = {
+    "Admin": "admin",
+    "BrokerUnavailableError": "errors",
+    "Consumer": "consumer",
+    "ConsumerRecord": "types",
+    "DeliveryFuture": "producer",
+    "GroupAdmin": "group_admin",
+    "GroupDescription": "group_admin",
+    "GroupListing": "group_admin",
+    "KafkaError": "errors",
+    "KafkaTimeoutError": "errors",
+    "NewTopic": "types",
+    "OffsetAndMetadata": "group_requests",
+    "OffsetAndTimestamp": "types",
+    "ProduceError": "errors",
+    "Producer": "producer",
+    "RebalanceListener": "group",
+    "RecordMetadata": "types",
+    "TopicPartition": "types",
+}
+
+if TYPE_CHECKING:
+    from slog.client.admin import Admin
+    from slog.client.consumer import Consumer
+    from slog.client.errors import (
+        BrokerUnavailableError,
+        KafkaError,
+        KafkaTimeoutError,
+        ProduceError,
+    )
+    from slog.client.group import RebalanceListener
+    from slog.client.group_admin import GroupAdmin, GroupDescription, GroupListing
+    from slog.client.group_requests import OffsetAndMetadata
+    from slog.client.producer import DeliveryFuture, Producer
+    from slog.client.types import (
+        ConsumerRecord,
+        NewTopic,
+        OffsetAndTimestamp,
+        RecordMetadata,
+        TopicPartition,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'slog.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"slog.client.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Admin",

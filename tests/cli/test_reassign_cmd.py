@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from slog.cli.app import app
@@ -203,3 +204,18 @@ def test_cancel_keeps_the_original_replicas(nodes: Cluster, tmp_path: Path) -> N
     assert verify.exit_code == 1 and "failed" in verify.stdout
     nothing = slog(nodes, "reassign", "cancel", "--all")
     assert nothing.exit_code == 0 and "no reassignment is in progress" in nothing.stderr
+
+
+def test_verify_wait_reports_once_the_move_is_done(nodes: Cluster, tmp_path: Path) -> None:
+    nodes.create_topic("waited", assignment={0: [1, 2]})
+    fill(nodes, "waited", 0, 100)
+    plan = write_plan(tmp_path / "plan.json", [("waited", 0, [3, 1])])
+    started = slog(nodes, "reassign", "execute", "--plan", str(plan), "--throttle", "200000",
+                   "--no-wait", "-o", "json")
+    assert started.exit_code == 0, started.output
+    waited = slog(nodes, "reassign", "verify", "--plan", str(plan), "--wait", "--timeout", "120",
+                  "-o", "yaml")
+    assert waited.exit_code == 0, waited.output
+    status = yaml.safe_load(waited.stdout)
+    assert status["complete"] is True and status["throttle_removed"] is True
+    assert status["partitions"][0]["replicas"] == [3, 1]
