@@ -11,20 +11,15 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+# Re-exported: the defaults live in core so that spark and tui can use them too.
+from slog.core.datadir import DEFAULT_BOOTSTRAP as DEFAULT_BOOTSTRAP
+from slog.core.datadir import default_data_dir as default_data_dir
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
-
-
-def default_data_dir() -> Path:
-    """``$SLOG_DATA_DIR``, else ``$XDG_DATA_HOME/slog`` (``~/.local/share/slog``)."""
-    configured = os.environ.get("SLOG_DATA_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "slog"
 
 
 DEBUG = {"on": bool(os.environ.get("SLOG_DEBUG"))}  # set by the global --debug too
@@ -43,7 +38,6 @@ def fail(message: str, hint: str | None = None, code: int = EXIT_FAILURE) -> NoR
     raise SystemExit(code)
 
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 BootstrapOption = Annotated[str, typer.Option(
     "--bootstrap", "-b", envvar="SLOG_BOOTSTRAP",
