@@ -13,7 +13,6 @@ A data dir whose cluster the demo created carries a marker file, so a second
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -164,7 +163,13 @@ def _create_topic(admin: Any, say: Narrator) -> None:
     _wait_for(f"{DEMO_TOPIC} to be created", create)
 
     def described() -> list[Any]:
-        [topic] = admin.describe_topics([DEMO_TOPIC])
+        try:
+            [topic] = admin.describe_topics([DEMO_TOPIC])
+        except KafkaError as exc:
+            # The broker that answers may not have applied the new topic yet.
+            if exc.name == "UNKNOWN_TOPIC_OR_PARTITION":
+                return []
+            raise
         ready = all(p.leader >= 0 and len(p.isr) == BROKERS for p in topic.partitions)
         return topic.partitions if ready else []
 
@@ -381,8 +386,20 @@ def _forget_old_group(admin: Any) -> None:
     from slog.client import GroupAdmin
     from slog.client.errors import KafkaError
 
-    with contextlib.suppress(KafkaError):  # no such group yet: the usual case
-        GroupAdmin(admin.cluster).delete_groups([DEMO_GROUP])
+    def deleted() -> bool:
+        try:
+            GroupAdmin(admin.cluster).delete_groups([DEMO_GROUP])
+        except KafkaError as exc:
+            if exc.name == "GROUP_ID_NOT_FOUND":  # no earlier demo: the usual case
+                return True
+            if exc.retriable or exc.name == "NON_EMPTY_GROUP":
+                return False  # coordinator moving, or old members not yet expired
+            raise
+        return True
+
+    # An earlier run's committed offsets would make the new group skip the
+    # records of the recreated topic, so the group must really be gone.
+    _wait_for(f"the old {DEMO_GROUP} group to go", deleted)
 
 
 def demo(
