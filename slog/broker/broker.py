@@ -127,11 +127,18 @@ class Broker:
     def poll_metadata(self) -> bool:
         """Apply new metadata records; returns True when the image changed."""
         self._metadata_polled_at = time.monotonic()
+        records = list(self._metadata_reader.poll())
+        if not records:
+            return False
+        topics_before = set(self.image.topics)
         changed = False
-        for offset, record in self._metadata_reader.poll():
+        for offset, record in records:
             changed |= self.image.apply(record, offset)
         if changed and self.replicas is not None:
             self.replicas.apply_image(self.image)
+        deleted = topics_before - set(self.image.topics)
+        if deleted and self.groups is not None:
+            self.groups.remove_offsets_of_deleted_topics(deleted)
         return changed
 
     def poll_metadata_if_stale(self) -> None:

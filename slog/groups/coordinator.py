@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE
@@ -794,6 +794,19 @@ class GroupCoordinator:
         removed = self.manager.cleanup(self.manager.all_groups(), select)
         if removed:
             log.info("removed %d expired offsets", removed)
+        return removed
+
+    def remove_offsets_of_deleted_topics(self, topics: Collection[str]) -> int:
+        """Kafka's clean-up on topic deletion: a topic created again under the same
+        name must not inherit the old topic's committed offsets."""
+        gone = set(topics)
+
+        def select(group: GroupMetadata) -> list[TopicPartition]:
+            return group.offsets.remove([tp for tp in group.offsets.committed if tp[0] in gone])
+
+        removed = self.manager.cleanup(self.manager.all_groups(), select)
+        if removed:
+            log.info("removed %d offsets of deleted topics %s", removed, sorted(gone))
         return removed
 
     async def run(self) -> None:

@@ -309,6 +309,38 @@ def test_commit_and_committed_with_manual_assignment(broker: BrokerProcess) -> N
         assert again.position(tp) == 10
 
 
+def test_deleting_a_topic_removes_its_committed_offsets(broker: BrokerProcess) -> None:
+    """As in Kafka: a topic created again under the same name starts with no offsets,
+    and a group whose only offsets were on the deleted topic goes away."""
+    topic, kept = make_topic(broker.bootstrap, 1), make_topic(broker.bootstrap, 1)
+    produce(broker.bootstrap, topic, [(None, b"v%d" % i, 0) for i in range(5)])
+    produce(broker.bootstrap, kept, [(None, b"k%d" % i, 0) for i in range(3)])
+    both, only = unique("both"), unique("only")
+    for group, topics in ((both, [topic, kept]), (only, [topic])):
+        with group_consumer(broker.bootstrap, group) as consumer:
+            tps = [TopicPartition(t, 0) for t in topics]
+            consumer.assign(tps)
+            wait_for(lambda c=consumer, tps=tps: all(c.position(tp) > 0 for tp in tps),
+                     step=lambda c=consumer: c.poll(50), what="the end")
+            consumer.commit()
+    with Admin(broker.bootstrap) as admin:
+        admin.delete_topics([topic])
+        groups = GroupAdmin(admin.cluster)
+
+        def offsets() -> dict[str, Any]:
+            return groups.list_offsets([both])[both]
+
+        wait_for(lambda: TopicPartition(topic, 0) not in offsets(),
+                 what="the deleted topic's offsets to go")
+        assert offsets()[TopicPartition(kept, 0)].offset == 3  # type: ignore[union-attr]
+        wait_for(lambda: only not in {g.group_id for g in groups.list_groups()},
+                 what="the group left without offsets to go")
+        admin.create_topics([NewTopic(topic, 1)])
+    with group_consumer(broker.bootstrap, both) as again:
+        again.assign([TopicPartition(topic, 0)])
+        assert again.committed([TopicPartition(topic, 0)])[TopicPartition(topic, 0)] is None
+
+
 # -- client features: poll timeout, static membership, patterns, seek/pause, async commit ----
 class Events(RebalanceListener):
     def __init__(self) -> None:
