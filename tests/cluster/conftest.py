@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 import pytest
 
 from slog.broker.daemon import stop_daemon
+from slog.chaos.replicas import segments, valid_batches
 from slog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from slog.client.connection import BrokerConnection
 from slog.core import batch
-from slog.core.errors import CorruptRecordError
 from slog.core.metadata import MetadataImage, PartitionState
 from slog.core.metadata_log import MetadataLogReader
 from slog.core.names import DataDirLayout
@@ -355,21 +355,11 @@ class Cluster:
         """The valid batches of one replica's segment files, in order (below offset ``below``)."""
         directory = self.layout.partition_dir(broker_id, topic, partition)
         found: list[bytes] = []
-        for path in sorted(directory.glob("*.log"), key=lambda p: int(p.stem)):
-            data = path.read_bytes()
-            pos = 0
-            while pos + batch.HEADER_SIZE <= len(data):
-                size = batch.peek_batch_size(data, pos)
-                if size < batch.HEADER_SIZE or pos + size > len(data):
-                    break
-                try:
-                    header = batch.validate_batch(data[pos:pos + size])
-                except CorruptRecordError:
-                    break
-                if below is not None and header.last_offset >= below:
+        for path in segments(directory):
+            for _, last_offset, raw in valid_batches(path):
+                if below is not None and last_offset >= below:
                     return found
-                found.append(data[pos:pos + size])
-                pos += size
+                found.append(raw)
         return found
 
     def replica_values(self, broker_id: int, topic: str, partition: int
