@@ -17,6 +17,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from slog.core.errors import CorruptRecordError
 from slog.spark.catalog import DATA_DIR
 from slog.spark.plan import DataLossError, OffsetRange, data_loss_message
 
@@ -43,14 +44,20 @@ def _lost(r: OffsetRange, available: int, fail_on_data_loss: bool) -> int:
     return available
 
 
+def _readable_start(r: OffsetRange, directory: Path, fail_on_data_loss: bool) -> int:
+    from slog.spark.segments import log_start
+
+    first = log_start(directory)
+    if first is not None and first > r.start:  # retention ran between planning and this task
+        return min(_lost(r, first, fail_on_data_loss), r.end)
+    return r.start
+
+
 def _datadir_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
-    from slog.spark.segments import log_start, read_records
+    from slog.spark.segments import read_records
 
     directory = Path(r.location)
-    start = r.start
-    first = log_start(directory)
-    if first is not None and first > start:  # retention ran between planning and this task
-        start = min(_lost(r, first, fail_on_data_loss), r.end)
+    start = _readable_start(r, directory, fail_on_data_loss)
     yield from read_records(directory, r.topic, r.partition, start, r.end)
 
 
@@ -137,10 +144,77 @@ def to_arrow(records: list[Any], schema: Any, include_headers: bool) -> Any:
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
+def _slices(batch: Any, batch_records: int) -> Iterator[Any]:
+    for first in range(0, batch.num_rows, batch_records):
+        yield batch.slice(first, batch_records)
+
+
+def _datadir_batches(r: OffsetRange, schema: Any, include_headers: bool,
+                     fail_on_data_loss: bool, batch_records: int) -> Iterator[Any]:
+    """Arrow batches of a replica's files: whole groups of record batches decoded at once
+    (:mod:`slog.spark.columnar`); any batch it does not take goes through ``to_arrow``."""
+    from slog.client.types import ConsumerRecord
+    from slog.core import compression
+    from slog.core.batch import COMPRESSION_MASK, CONTROL_BIT
+    from slog.core.records import decode_records_as
+    from slog.spark.columnar import decode_group, records_section, to_record_batch
+    from slog.spark.segments import batches_from
+
+    directory = Path(r.location)
+    start = _readable_start(r, directory, fail_on_data_loss)
+
+    def decoded(data: bytes, group: list[tuple[int, int, Any]], slow: list[Any]) -> Any:
+        columns = decode_group(data, group)
+        if columns is None:
+            records = [rec for chunk, pos, header in slow
+                       for rec in decode_records_as(chunk, pos, header, ConsumerRecord,
+                                                    r.topic, r.partition)
+                       if start <= rec[2] < r.end]
+            return to_arrow(records, schema, include_headers) if records else None
+        if group[0][2].base_offset < start or group[-1][2].last_offset >= r.end:
+            columns = columns.select((columns.offsets >= start) & (columns.offsets < r.end))
+        if not len(columns):
+            return None
+        return to_record_batch(columns, r.topic, r.partition, schema, include_headers)
+
+    group: list[tuple[int, int, Any]] = []  # records sections of `data`
+    slow: list[Any] = []  # the same batches as (chunk, pos, header), for the fallback
+    data = b""
+    records = 0
+    for chunk, pos, header in batches_from(directory, start, r.end):
+        if header.attributes & CONTROL_BIT or header.record_count == 0:
+            continue
+        codec = header.attributes & COMPRESSION_MASK
+        if group and (codec or chunk is not data or records >= batch_records):
+            if (batch := decoded(data, group, slow)) is not None:
+                yield from _slices(batch, batch_records)
+            group, slow, records = [], [], 0
+        if codec:
+            section_start, section_end = records_section(pos, header)
+            try:
+                plain = compression.decompress(codec, chunk[section_start:section_end])
+            except CorruptRecordError:
+                plain = b""  # the fallback decoder reports it with the batch's position
+            batch = decoded(plain, [(0, len(plain), header)], [(chunk, pos, header)])
+            if batch is not None:
+                yield from _slices(batch, batch_records)
+            continue
+        data = chunk
+        group.append((*records_section(pos, header), header))
+        slow.append((chunk, pos, header))
+        records += header.record_count
+    if group and (batch := decoded(data, group, slow)) is not None:
+        yield from _slices(batch, batch_records)
+
+
 def arrow_batches(r: OffsetRange, mode: str, include_headers: bool, fail_on_data_loss: bool,
                   batch_records: int) -> Iterator[Any]:
     """Arrow RecordBatches of at most ``batch_records`` rows for one range."""
     schema = arrow_schema(include_headers)
+    if mode == DATA_DIR:
+        yield from _datadir_batches(r, schema, include_headers, fail_on_data_loss,
+                                    batch_records)
+        return
     records = read_range(r, mode, fail_on_data_loss)
     while True:
         chunk = list(islice(records, batch_records))
