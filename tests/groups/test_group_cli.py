@@ -4,31 +4,21 @@ in-process, except once as a real ``slog`` process)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from typer.testing import CliRunner
 
 from slog.cli.app import app
 from slog.client import GroupAdmin, TopicPartition
 from slog.client.cluster import ClusterClient
-from tests.brokers import BrokerProcess, run_cli, running_broker
+from tests.brokers import BrokerProcess, run_cli
 from tests.groups.helpers import (
-    GROUP_BROKER,
     group_consumer,
     make_topic,
     produce,
     unique,
     wait_for,
 )
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path_factory.mktemp("cli") / "data", **GROUP_BROKER) as process:
-        yield process
-
 
 runner = CliRunner()
 

@@ -4,7 +4,6 @@ kafka-python, aiokafka, kcat -G, and confluent-kafka's AdminClient reading slog'
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,22 +14,15 @@ from confluent_kafka.admin import AdminClient
 
 from slog.client import Consumer, GroupAdmin, RebalanceListener, TopicPartition
 from slog.client.cluster import ClusterClient
-from tests.brokers import BrokerProcess, running_broker
+from tests.brokers import BrokerProcess
 from tests.compat.clients import run_kcat
 from tests.groups.helpers import (
-    GROUP_BROKER,
     group_consumer,
     make_topic,
     produce,
     unique,
     wait_for,
 )
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path_factory.mktemp("compat") / "data", **GROUP_BROKER) as process:
-        yield process
 
 
 def confluent(bootstrap: str, group: str, strategy: str, **extra: Any) -> ConfluentConsumer:

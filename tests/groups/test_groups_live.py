@@ -7,7 +7,6 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,9 +17,8 @@ from slog.client.connection import BrokerConnection
 from slog.core.consumer_protocol import Subscription, encode_subscription
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
-from tests.brokers import BrokerProcess, running_broker
+from tests.brokers import BrokerProcess
 from tests.groups.helpers import (
-    GROUP_BROKER,
     assignments,
     group_consumer,
     make_topic,
@@ -29,12 +27,6 @@ from tests.groups.helpers import (
     unique,
     wait_for,
 )
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(tmp_path_factory.mktemp("groups") / "data", **GROUP_BROKER) as process:
-        yield process
 
 
 def close_all(consumers: list[Consumer]) -> None:
