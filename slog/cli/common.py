@@ -73,9 +73,14 @@ def _group_argument(help_text: str) -> Any:
 # Topics and groups are positional everywhere, completed from the cluster.
 TopicsArgument = Annotated[list[str], _topic_argument("Topic names.")]
 OptionalTopicsArgument = Annotated[list[str] | None, _topic_argument("Topic names (default: all).")]
+# Destructive commands: never all by default; names, --regex or both are required.
+ChosenTopicsArgument = Annotated[list[str] | None, _topic_argument(
+    "Topic names (required unless --regex is given; never all by default).")]
 TopicArgument = Annotated[str, _topic_argument("Topic name.")]
 GroupsArgument = Annotated[list[str], _group_argument("Group ids.")]
 OptionalGroupsArgument = Annotated[list[str] | None, _group_argument("Group ids (default: all).")]
+ChosenGroupsArgument = Annotated[list[str] | None, _group_argument(
+    "Group ids (required unless --regex is given; never all by default).")]
 GroupArgument = Annotated[str, _group_argument("Group id.")]
 RegexOption = Annotated[str | None, typer.Option(
     "--regex", "-r", help="Also every name matching this regular expression (Python re, "

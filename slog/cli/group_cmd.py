@@ -15,6 +15,7 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    ChosenGroupsArgument,
     GroupArgument,
     OptionalGroupsArgument,
     RegexOption,
@@ -356,7 +357,7 @@ def reset_offsets(
 # -- delete ------------------------------------------------------------------------------
 @app.command()
 def delete(
-    groups: OptionalGroupsArgument = None,
+    groups: ChosenGroupsArgument = None,
     regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,

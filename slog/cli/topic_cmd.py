@@ -13,6 +13,7 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    ChosenTopicsArgument,
     OptionalTopicsArgument,
     RegexOption,
     TopicArgument,
@@ -124,7 +125,7 @@ def _chosen_topics(admin: Any, names: list[str] | None, regex: str | None) -> li
 
 @app.command()
 def delete(
-    names: OptionalTopicsArgument = None,
+    names: ChosenTopicsArgument = None,
     regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
