@@ -130,3 +130,35 @@ _HINTS = {
     "INVALID_REPLICATION_FACTOR": "the replication factor cannot exceed the live brokers",
     "INVALID_TOPIC_EXCEPTION": "topic names use only letters, digits, '.', '_' and '-'",
 }
+
+# One long option name, one idea, in every command (--partition is a partition number,
+# --partitions a count, --regex a name pattern ...), with the exceptions below. A few flags
+# follow the tool their users know (rpk, kcat, Kafka's scripts) and so stand for different
+# things in different commands. docs/cli.md lists them; tests/cli/test_help_and_docs.py
+# fails when a flag gains a meaning that is not listed here.
+
+# Short flag -> {long option it stands for: meaning}.
+SHORT_FLAG_MEANINGS: dict[str, dict[str, str]] = {
+    "-p": {"--partition": "a partition number",
+           "--partitions": "a partition count (as `rpk topic create -p`)"},
+    "-r": {"--regex": "a regular expression over topic or group names",
+           "--replication-factor": "a replica count (as `rpk topic create -r`)"},
+    "-f": {"--file": "a file to read records from",
+           "--format": "a kcat `-f` format string"},
+    "-o": {"--output": "table, json or yaml",
+           "--offset": "where to start reading (kcat's `-o`)"},
+    "-t": {"--topic": "a topic name",
+           "--time": "a time to look offsets up at (kafka-get-offsets' `--time`)"},
+    "-n": {"--brokers": "a broker count", "--max-messages": "a record limit",
+           "--records": "a record count"},
+}
+# Long option -> {a command using it: meaning there}; one command per meaning.
+LONG_OPTION_MEANINGS: dict[str, dict[str, str]] = {
+    "--brokers": {"cluster up": "how many brokers to run",
+                  "reassign generate": "the broker ids to place replicas on "
+                                       "(kafka-reassign-partitions' `--broker-list`)"},
+    "--format": {"consume": "a kcat format string for each record",
+                 "spark-export": "the file format written (parquet, json, csv, orc)"},
+    "--state": {"group list": "a filter: only groups in these states",
+                "group describe": "a flag: show the state view (as kafka-consumer-groups)"},
+}

@@ -28,10 +28,13 @@ Generated from the app by `python -m slog.cli.docgen --write`; do not edit by ha
 
 - Topics and groups are positional and several can be given at once; `-r/--regex`
   adds every name a regular expression matches completely (`topic list|describe|delete`,
-  `group list|describe|delete`).
-- The same option means the same thing everywhere: `-b/--bootstrap`, `--data-dir`,
-  `-o/--output` (only `--output` on `consume`, whose `-o` is kcat's offset),
-  `-p/--partition`, `-t/--topic`, `-g/--group`.
+  `group list|describe|delete`, `get-offsets`, `elect-leaders`).
+- Long option names are shared per idea: `--bootstrap`, `--data-dir`, `--output`,
+  `--topic`, `--group`, `--regex`, `--partition` (a partition number), `--partitions`
+  (a partition count), `--replication-factor` ... mean the same in every command that
+  has them. A few long options keep the meaning of the tool they come from, and a few
+  short flags follow rpk and kcat, so `-p` and `-r` are counts in the commands that
+  create topics (`topic create`, `bench`); see [Option names](#option-names).
 - `-o table` (default) prints upper-case headers and `-` for values that do not apply;
   `-o json` and `-o yaml` print the fields listed under each command, which are stable.
 - Colour appears only on a terminal and never with `NO_COLOR` set; progress bars
@@ -39,6 +42,7 @@ Generated from the app by `python -m slog.cli.docgen --write`; do not edit by ha
 - Errors go to stderr as one line and a hint; `--debug` (or `SLOG_DEBUG=1`) shows the
   traceback instead.
 
+{option_names}
 ## Exit codes
 
 | code | meaning |
@@ -189,9 +193,55 @@ def render_command(path: tuple[str, ...], command: Any, parent_ctx: Any) -> tupl
     return lines, ctx
 
 
+MAX_LISTED = 12  # commands named per flag meaning; more are "every other command"
+
+
+def flag_uses(root: Any) -> dict[str, dict[str, list[str]]]:
+    """Short flag -> long option -> the commands where the flag stands for it."""
+    from typer.core import TyperOption
+
+    uses: dict[str, dict[str, list[str]]] = {}
+    for path, command in walk(root):
+        if getattr(command, "commands", None):
+            continue
+        for param in command.params:
+            if not isinstance(param, TyperOption):
+                continue
+            long = next((o for o in param.opts if o.startswith("--")), None)
+            for flag in param.opts:
+                if long is not None and not flag.startswith("--"):
+                    uses.setdefault(flag, {}).setdefault(long, []).append(" ".join(path))
+    return uses
+
+
+def render_option_names(root: Any) -> str:
+    """The "Option names" section: the flags that mean different things in different
+    commands (slog/cli/common.py lists them; the commands come from the app)."""
+    from slog.cli.common import LONG_OPTION_MEANINGS, SHORT_FLAG_MEANINGS
+
+    lines = ["## Option names", "",
+             "Every long option means one thing in every command that has it, except these, "
+             "which keep the meaning of the tool they come from:", "",
+             "| option | command | meaning |", "|---|---|---|"]
+    lines += [f"| `{option}` | `slog {command}` | {_cell(meaning)} |"
+              for option, meanings in LONG_OPTION_MEANINGS.items()
+              for command, meaning in meanings.items()]
+    lines += ["", "A few short flags follow rpk and kcat, so one letter stands for different "
+              "long options in different commands; the long option always says which:", "",
+              "| flag | long option | meaning | commands |", "|---|---|---|---|"]
+    uses = flag_uses(root)
+    for flag, meanings in SHORT_FLAG_MEANINGS.items():
+        for long, meaning in meanings.items():
+            used_by = uses.get(flag, {}).get(long, [])
+            commands = "every other command" if len(used_by) > MAX_LISTED else \
+                ", ".join(f"`{c}`" for c in used_by)
+            lines.append(f"| `{flag}` | `{long}` | {_cell(meaning)} | {commands} |")
+    return "\n".join(lines) + "\n"
+
+
 def render() -> str:
     root = root_command()
-    lines = [INTRO]
+    lines = [INTRO.replace("{option_names}", render_option_names(root))]
     contexts: dict[tuple[str, ...], Any] = {}
     for path, command in walk(root):
         body, ctx = render_command(path, command, contexts.get(path[:-1]))

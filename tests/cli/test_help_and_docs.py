@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import pytest
 import typer.main
@@ -14,6 +15,7 @@ from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from slog.cli.app import app, split_examples
+from slog.cli.common import LONG_OPTION_MEANINGS, SHORT_FLAG_MEANINGS
 from slog.cli.docgen import DOC_PATH, completion_files, option_choices, render, walk
 from slog.cli.schema import SCHEMAS
 
@@ -74,6 +76,73 @@ def test_shared_option_names() -> None:
                 assert set(param.opts) == expected[param.name], (path, param.opts)
             if param.name == "output" and path != ("consume",):
                 assert set(param.opts) == {"--output", "-o"}, path
+
+
+def meaning(param: Any) -> tuple[str, str, bool]:
+    """What an option stands for, as far as the code says: the parameter it sets, that
+    parameter's type (without Optional or list) and whether it is an on/off flag."""
+    annotation = param.type_descriptor.annotation
+    while get_origin(annotation) in (Union, UnionType, list):
+        annotation = next(a for a in get_args(annotation) if a is not type(None))
+    return param.name, getattr(annotation, "__name__", str(annotation)), bool(param.is_flag)
+
+
+def option_name_problems(leaves: list[tuple[tuple[str, ...], Any]]) -> list[str]:
+    """Long options with more than one meaning, and short flags standing for more than one
+    long option, that slog/cli/common.py does not list (or lists wrongly)."""
+    longs: dict[str, dict[tuple[str, str, bool], set[str]]] = {}
+    shorts: dict[str, set[str]] = {}
+    for path, command in leaves:
+        for param in command.params:
+            if not isinstance(param, TyperOption):
+                continue
+            names = [o for o in [*param.opts, *param.secondary_opts] if o.startswith("--")]
+            for name in names:
+                longs.setdefault(name, {}).setdefault(meaning(param), set()).add(" ".join(path))
+            for flag in param.opts:
+                if not flag.startswith("--") and names:
+                    shorts.setdefault(flag, set()).add(names[0])
+    problems = []
+    for name, uses in sorted(longs.items()):
+        documented = LONG_OPTION_MEANINGS.get(name, {})
+        if len(uses) == 1 and not documented:
+            continue
+        # One documented command per meaning, and every meaning documented.
+        covered = [next((m for m, commands in uses.items() if command in commands), None)
+                   for command in documented]
+        if len(uses) == 1 or None in covered or len(set(covered)) != len(uses) \
+                or len(covered) != len(uses):
+            problems.append(f"{name} has {len(uses)} meanings {sorted(uses.values())}; "
+                            f"LONG_OPTION_MEANINGS lists {sorted(documented)}")
+    for flag, names in sorted(shorts.items()):
+        documented_names = set(SHORT_FLAG_MEANINGS.get(flag, {}))
+        if (len(names) > 1 or documented_names) and names != documented_names:
+            problems.append(f"{flag} stands for {sorted(names)}; SHORT_FLAG_MEANINGS lists "
+                            f"{sorted(documented_names)}")
+    problems += [f"{name} is not used" for name in [*LONG_OPTION_MEANINGS, *SHORT_FLAG_MEANINGS]
+                 if name not in longs and name not in shorts]
+    return problems
+
+
+def test_each_option_name_has_one_meaning_or_is_documented() -> None:
+    """--partition is always a partition number and --partitions a count, and so on; the
+    few flags that follow rpk/kcat/Kafka into several meanings are listed in docs/cli.md."""
+    assert option_name_problems(LEAVES) == []
+
+
+def test_option_name_check_finds_a_second_meaning() -> None:
+    """The check above can fail: a --partition that is a count, or a new -p."""
+    bad = typer.Typer()
+
+    @bad.command()
+    def count(partitions: Annotated[int, typer.Option("--partition", "-p")] = 1,
+              pages: Annotated[int, typer.Option("--pages", "-r")] = 1) -> None:
+        """Not a real command."""
+
+    problems = option_name_problems([*LEAVES, (("bad",), typer.main.get_command(bad))])
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("--partition has 2 meanings"), problems
+    assert problems[1].startswith("-r stands for"), problems
 
 
 def test_aliases_are_listed_next_to_their_commands() -> None:
