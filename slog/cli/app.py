@@ -152,7 +152,8 @@ app.add_typer(acl_cmd.app, name="acl")
 # Aliases: the design card's names, listed in their own help panel.
 app.command(name="preferred-leader-election", rich_help_panel=ALIAS_PANEL,
             help="Alias of `slog elect-leaders --type preferred`.\n\n"
-                 "Example: slog preferred-leader-election --topic orders")(
+                 "Examples:\n  slog preferred-leader-election orders payments\n"
+                 "  slog preferred-leader-election -r 'orders-.*'")(
     elect_cmd.preferred_leader_election)
 app.command(name="describe-group", rich_help_panel=ALIAS_PANEL,
             help="Alias of `slog group describe`: offsets and lag, --members or --state.\n\n"

@@ -60,28 +60,30 @@ def complete_groups(ctx: typer.Context, incomplete: str) -> list[str]:
     return group_names(ctx, incomplete)
 
 
-def _topic_argument(help_text: str) -> Any:
+def topic_argument(help_text: str) -> Any:
+    """A positional TOPIC, completed from the cluster."""
     return typer.Argument(help=help_text, show_default=False, metavar="TOPIC",
                           autocompletion=complete_topics)
 
 
-def _group_argument(help_text: str) -> Any:
+def group_argument(help_text: str) -> Any:
+    """A positional GROUP, completed from the cluster."""
     return typer.Argument(help=help_text, show_default=False, metavar="GROUP",
                           autocompletion=complete_groups)
 
 
 # Topics and groups are positional everywhere, completed from the cluster.
-TopicsArgument = Annotated[list[str], _topic_argument("Topic names.")]
-OptionalTopicsArgument = Annotated[list[str] | None, _topic_argument("Topic names (default: all).")]
+TopicsArgument = Annotated[list[str], topic_argument("Topic names.")]
+OptionalTopicsArgument = Annotated[list[str] | None, topic_argument("Topic names (default: all).")]
 # Destructive commands: never all by default; names, --regex or both are required.
-ChosenTopicsArgument = Annotated[list[str] | None, _topic_argument(
+ChosenTopicsArgument = Annotated[list[str] | None, topic_argument(
     "Topic names (required unless --regex is given; never all by default).")]
-TopicArgument = Annotated[str, _topic_argument("Topic name.")]
-GroupsArgument = Annotated[list[str], _group_argument("Group ids.")]
-OptionalGroupsArgument = Annotated[list[str] | None, _group_argument("Group ids (default: all).")]
-ChosenGroupsArgument = Annotated[list[str] | None, _group_argument(
+TopicArgument = Annotated[str, topic_argument("Topic name.")]
+GroupsArgument = Annotated[list[str], group_argument("Group ids.")]
+OptionalGroupsArgument = Annotated[list[str] | None, group_argument("Group ids (default: all).")]
+ChosenGroupsArgument = Annotated[list[str] | None, group_argument(
     "Group ids (required unless --regex is given; never all by default).")]
-GroupArgument = Annotated[str, _group_argument("Group id.")]
+GroupArgument = Annotated[str, group_argument("Group id.")]
 RegexOption = Annotated[str | None, typer.Option(
     "--regex", "-r", help="Also every name matching this regular expression (Python re, "
                           "anchored at both ends).")]
@@ -130,6 +132,7 @@ _HINTS = {
     "INVALID_REPLICATION_FACTOR": "the replication factor cannot exceed the live brokers",
     "INVALID_TOPIC_EXCEPTION": "topic names use only letters, digits, '.', '_' and '-'",
 }
+
 
 # One long option name, one idea, in every command (--partition is a partition number,
 # --partitions a count, --regex a name pattern ...), with the exceptions below. A few flags

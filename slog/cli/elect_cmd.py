@@ -21,9 +21,12 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    RegexOption,
     client_errors,
     complete_topics,
     fail,
+    select_names,
+    topic_argument,
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
 
@@ -39,11 +42,14 @@ class ElectionType(StrEnum):
 
 AllOption = Annotated[bool, typer.Option(
     "--all", help="Every partition of every topic.")]
-TopicOption = Annotated[str | None, typer.Option(
-    "--topic", "-t", help="One topic (all its partitions unless --partition).",
-    autocompletion=complete_topics)]
+TopicsArgument = Annotated[list[str] | None, topic_argument(
+    "Topic names (all their partitions unless --partition).")]
+TopicOption = Annotated[list[str] | None, typer.Option(
+    "--topic", "-t", help="A topic, like the TOPIC arguments (repeatable; kept for "
+                          "kafka-leader-election compatibility).",
+    autocompletion=complete_topics, show_default=False)]
 PartitionOption = Annotated[int | None, typer.Option(
-    "--partition", "-p", min=0, help="One partition of --topic.")]
+    "--partition", "-p", min=0, help="Only this partition of each topic named or matched.")]
 PlanOption = Annotated[Path | None, typer.Option(
     "--plan", help='JSON file: {"partitions": [{"topic": "t", "partition": 0}, ...]} '
                    "(a reassignment plan works too).")]
@@ -77,35 +83,58 @@ def _partitions_from_file(path: Path) -> list[TopicPartition]:
     return found
 
 
-def _topic_partitions(admin: Admin, topic: str) -> list[TopicPartition]:
+def _topic_partitions(admin: Admin, topics: list[str]) -> list[TopicPartition]:
+    """Every partition of ``topics``; an unknown topic is an UNKNOWN_TOPIC_OR_PARTITION error."""
     from slog.client.errors import UnknownTopicOrPartitionError
     from slog.client.types import TopicPartition
 
-    found = admin.cluster.refresh_metadata([topic]).topics.get(topic)
-    if found is None or found.error_code or not found.partitions:
-        raise UnknownTopicOrPartitionError(item=topic)
-    return [TopicPartition(topic, p) for p in sorted(found.partitions)]
+    metadata = admin.cluster.refresh_metadata(topics).topics
+    wanted = []
+    for topic in topics:
+        found = metadata.get(topic)
+        if found is None or found.error_code or not found.partitions:
+            raise UnknownTopicOrPartitionError(item=topic)
+        wanted += [TopicPartition(topic, p) for p in sorted(found.partitions)]
+    return wanted
 
 
-def run_election(election: ElectionType, all_partitions: bool, topic: str | None,
-                 partition: int | None, plan: Path | None, bootstrap: str,
+def _chosen_topics(admin: Admin, names: list[str], regex: str | None) -> list[str]:
+    """``names`` plus the (non-internal) topics ``regex`` matches; exit 4 if that is none."""
+    if regex is None:
+        return list(dict.fromkeys(names))
+    chosen = select_names(names, regex, [t.name for t in admin.list_topics()]) or []
+    if not chosen:
+        fail(f"no topic matches {regex!r}", hint="list topics with `slog topic list`",
+             code=EXIT_NOT_FOUND)
+    return chosen
+
+
+def run_election(election: ElectionType, all_partitions: bool, topics: list[str],
+                 regex: str | None, partition: int | None, plan: Path | None, bootstrap: str,
                  output: OutputFormat) -> None:
+    """Elect for ``--all``, the ``topics`` and ``regex`` matches (optionally one
+    ``partition`` of each), or the partitions of a ``plan`` file."""
     from slog.client import Admin
     from slog.client.admin import ElectionResult
     from slog.client.errors import KafkaError
     from slog.client.types import TopicPartition
 
-    if sum((all_partitions, topic is not None, plan is not None)) != 1:
-        fail("pass exactly one of --all, --topic and --plan", code=EXIT_USAGE)
-    if partition is not None and topic is None:
-        fail("--partition needs --topic", code=EXIT_USAGE)
-    listed = _partitions_from_file(plan) if plan is not None else \
-        [TopicPartition(topic, partition)] if topic is not None and partition is not None \
-        else None
+    by_topic = bool(topics) or regex is not None
+    if sum((all_partitions, by_topic, plan is not None)) != 1:
+        fail("pass exactly one of --all, topic names (or --topic/--regex) and --plan",
+             code=EXIT_USAGE)
+    if partition is not None and not by_topic:
+        fail("--partition needs topic names (or --topic/--regex)", code=EXIT_USAGE)
+    if regex is not None:
+        select_names(None, regex, [])  # a bad --regex is a usage error before connecting
+    listed = _partitions_from_file(plan) if plan is not None else None
     failures: dict[str, KafkaError] = {}
     with client_errors(bootstrap), Admin(bootstrap, client_id="slog-cli") as admin:
-        wanted = listed if listed is not None or topic is None else \
-            _topic_partitions(admin, topic)
+        wanted = listed
+        if by_topic:
+            chosen = _chosen_topics(admin, topics, regex)
+            wanted = [TopicPartition(t, partition) for t in chosen] if partition is not None \
+                else _topic_partitions(admin, chosen)
         try:
             result = admin.elect_leaders(election.value, wanted)
         except KafkaError as exc:
@@ -134,8 +163,10 @@ def elect_leaders(
     election: Annotated[ElectionType, typer.Option(
         "--type", help="preferred: back to the first replica; unclean: any live replica "
                        "of an offline partition (may lose data).", show_default=False)],
+    names: TopicsArgument = None,
     all_partitions: AllOption = False,
     topic: TopicOption = None,
+    regex: RegexOption = None,
     partition: PartitionOption = None,
     plan: PlanOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
@@ -143,18 +174,25 @@ def elect_leaders(
 ) -> None:
     """Elect partition leaders; reports ELECTED, NOT NEEDED or the error per partition.
 
-    Exit 1 if any partition failed for another reason than NOT NEEDED.
+    Choose the partitions with exactly one of: --all, topic names (and/or --regex),
+    or --plan. Exit 1 if any partition failed for another reason than NOT NEEDED.
 
     Alias: slog preferred-leader-election (= --type preferred)
 
-    Example: slog elect-leaders --type preferred --all
+    Examples:
+      slog elect-leaders --type preferred --all
+      slog elect-leaders --type preferred orders payments
+      slog elect-leaders --type unclean -r 'orders-.*' -p 0
     """
-    run_election(election, all_partitions, topic, partition, plan, bootstrap, output)
+    run_election(election, all_partitions, [*(names or []), *(topic or [])], regex, partition,
+                 plan, bootstrap, output)
 
 
 def preferred_leader_election(
+    names: TopicsArgument = None,
     all_partitions: AllOption = False,
     topic: TopicOption = None,
+    regex: RegexOption = None,
     partition: PartitionOption = None,
     plan: PlanOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
@@ -162,7 +200,9 @@ def preferred_leader_election(
 ) -> None:
     """Alias of `slog elect-leaders --type preferred`.
 
-    Example: slog preferred-leader-election --topic orders
+    Examples:
+      slog preferred-leader-election orders
+      slog preferred-leader-election -r 'orders-.*'
     """
-    run_election(ElectionType.preferred, all_partitions, topic, partition, plan, bootstrap,
-                 output)
+    run_election(ElectionType.preferred, all_partitions, [*(names or []), *(topic or [])],
+                 regex, partition, plan, bootstrap, output)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from slog.cli import elect_cmd
 from slog.cli.app import app
 from tests.cluster.conftest import FAST, Cluster
 
@@ -45,12 +46,50 @@ def rows(result: Any) -> list[dict[str, Any]]:
     ["elect-leaders", "--all"],
     ["preferred-leader-election"],
     ["preferred-leader-election", "--topic", "t", "--partition", "-1"],
+    ["elect-leaders", "--type", "preferred", "--all", "t"],
+    ["elect-leaders", "--type", "preferred", "--all", "-r", "t.*"],
+    ["elect-leaders", "--type", "preferred", "t", "--plan", "plan.json"],
+    ["elect-leaders", "--type", "preferred", "-r", "("],
+    ["preferred-leader-election", "--all", "t", "u"],
     ["topic", "describe", "--unavailable", "--at-min-isr"],
 ])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = slog(None, *args)
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("args", "topics", "regex", "partition"), [
+    (["elect-leaders", "--type", "unclean", "a", "b"], ["a", "b"], None, None),
+    (["elect-leaders", "--type", "preferred", "a", "-t", "b", "--topic", "c", "-p", "2"],
+     ["a", "b", "c"], None, 2),
+    (["elect-leaders", "--type", "preferred", "-r", "orders-.*"], [], "orders-.*", None),
+    (["elect-leaders", "--type", "preferred", "a", "--regex", "b.*", "-p", "0"], ["a"], "b.*", 0),
+    (["preferred-leader-election", "a", "b", "-r", "c.*"], ["a", "b"], "c.*", None),
+    (["preferred-leader-election", "--topic", "a"], ["a"], None, None),
+])
+def test_topics_are_positional_plus_topic_and_regex(monkeypatch: pytest.MonkeyPatch,
+                                                    args: list[str], topics: list[str],
+                                                    regex: str | None, partition: int | None
+                                                    ) -> None:
+    """TOPIC arguments and the (repeatable) --topic are one list; --regex and --partition
+    are passed on as given."""
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(elect_cmd, "run_election", lambda *a: calls.append(a))
+    result = runner.invoke(app, [*args, "-b", NOWHERE, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    [(election, all_partitions, got_topics, got_regex, got_partition, plan, bootstrap,
+      output)] = calls
+    assert election.value == ("unclean" if "unclean" in args else "preferred")
+    assert (all_partitions, got_topics, got_regex, got_partition, plan) == \
+        (False, topics, regex, partition, None)
+    assert (bootstrap, output.value) == (NOWHERE, "json")
+
+
+def test_a_bad_regex_is_a_usage_error_before_connecting() -> None:
+    result = slog(None, "elect-leaders", "--type", "preferred", "-r", "(")
+    assert result.exit_code == 2, result.output
+    assert "regular expression" in result.stderr and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("content", ["{", '{"partitions": []}', '{"partitions": [{"topic": 1}]}',
@@ -117,6 +156,19 @@ def test_elections_and_describe_filters_around_a_broker_restart(nodes: Cluster, 
     again = slog(nodes, "preferred-leader-election", "--topic", "elect", "-o", "json")
     assert again.exit_code == 0, again.output
     assert [r["result"] for r in rows(again)] == ["NOT NEEDED"] * 3
+    named = slog(nodes, "elect-leaders", "--type", "preferred", "elect", "spare", "-o", "json")
+    assert named.exit_code == 0, named.output
+    assert [(r["topic"], r["partition"], r["result"]) for r in rows(named)] == \
+        [("elect", 0, "NOT NEEDED"), ("elect", 1, "NOT NEEDED"), ("elect", 2, "NOT NEEDED"),
+         ("spare", 0, "NOT NEEDED")]
+    matched = slog(nodes, "preferred-leader-election", "spare", "-r", "el.*", "-p", "0",
+                   "-o", "json")
+    assert matched.exit_code == 0, matched.output
+    assert [(r["topic"], r["partition"]) for r in rows(matched)] == [("elect", 0), ("spare", 0)]
+    unmatched = slog(nodes, "elect-leaders", "--type", "preferred", "-r", "nothing-.*")
+    assert unmatched.exit_code == 4 and "no topic matches" in unmatched.stderr
+    missing_one = slog(nodes, "elect-leaders", "--type", "preferred", "elect", "nope")
+    assert missing_one.exit_code == 4 and "nope" in missing_one.stderr
     everywhere = slog(nodes, "elect-leaders", "--type", "preferred", "--all")
     assert everywhere.exit_code == 0 and "no partition needed" in everywhere.stderr
     unclean = slog(nodes, "elect-leaders", "--type", "unclean", "--topic", "elect",

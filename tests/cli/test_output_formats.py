@@ -56,6 +56,7 @@ DATA_COMMANDS = [
     ("group describe", ["group", "describe", "-r", "fmt-.*", "--state"]),
     ("describe-group", ["describe-group", "fmt-g"]),
     ("elect-leaders", ["elect-leaders", "--type", "preferred", "--topic", "fmt-a"]),
+    ("elect-leaders", ["elect-leaders", "--type", "preferred", "fmt-a", "-r", "fmt-b"]),
     ("get-offsets", ["get-offsets", "fmt-a"]),
     ("reassign list", ["reassign", "list"]),
     ("config show", ["config", "show"]),
