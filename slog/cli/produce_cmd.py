@@ -21,7 +21,7 @@ from slog.cli.common import (
     client_errors,
     fail,
 )
-from slog.cli.output import Progress, progress_bar
+from slog.cli.output import OutputFormat, OutputOption, Progress, print_data, progress_bar
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
 
@@ -102,14 +102,17 @@ def produce(
         help="none, gzip, snappy, lz4 or zstd.")] = "none",
     linger_ms: Annotated[float, typer.Option(help="Wait this long to fill batches.")] = 5,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
 ) -> None:
     """Produce one record per line of stdin (or --file); a summary goes to stderr.
 
-    A progress bar shows on a terminal while producing a --file.
+    With -o json or yaml the summary is one document on stdout instead. A progress
+    bar shows on a terminal while producing a --file.
 
     Examples:
       printf 'alice:hi\\nbob:yo\\n' | slog produce chat -K:
       slog produce orders -f orders.txt -K, --acks all
+      slog produce orders -f orders.txt -o json
     """
     from slog.client import Producer
     from slog.core.compression import codec_from_name
@@ -143,7 +146,7 @@ def produce(
     sent_bytes = count = 0
     size = file.stat().st_size if file is not None and file.is_file() else None
     with client_errors(bootstrap), handle, \
-            progress_bar(f"producing {file}", size, in_bytes=True) as bar:
+            progress_bar(f"producing {file}", size, output=output, in_bytes=True) as bar:
         producer = Producer(bootstrap, acks=ACKS[acks], compression=compression,
                             linger_ms=linger_ms, client_id="slog-cli")
         send = producer.send
@@ -171,10 +174,15 @@ def produce(
             producer.close()
     elapsed = max(time.monotonic() - started, 1e-9)
     failed = sum(errors.values())
-    print(f"produced {count - failed} of {count} records ({sent_bytes} bytes) to {topic} "
-          f"in {elapsed:.2f}s, {count / elapsed:,.0f} records/s", file=sys.stderr)
+    reason, times = errors.most_common(1)[0] if failed else (None, 0)
+    if output.structured:
+        print_data({"topic": topic, "records": count - failed, "errors": failed,
+                    "bytes": sent_bytes, "elapsed_s": round(elapsed, 3),
+                    "records_per_s": round(count / elapsed, 1), "error": reason}, output)
+    else:
+        print(f"produced {count - failed} of {count} records ({sent_bytes} bytes) to {topic} "
+              f"in {elapsed:.2f}s, {count / elapsed:,.0f} records/s", file=sys.stderr)
     if failed:
-        reason, times = errors.most_common(1)[0]
         print(f"error: {failed} records failed; most often ({times}x): {reason}",
               file=sys.stderr)
         raise typer.Exit(EXIT_FAILURE)

@@ -24,6 +24,7 @@ NOWHERE = "127.0.0.1:1"  # nothing listens on port 1
         ["topic", "create", "t", "--replica-assignment", "1:x", "-b", NOWHERE],
         ["topic", "alter", "t", "-b", NOWHERE],
         ["topic", "list", "--output", "xml", "-b", NOWHERE],
+        ["produce", "t", "--output", "xml", "-b", NOWHERE],
         ["topic", "create"],
     ],
 )

@@ -117,6 +117,25 @@ def test_consume_streams_json_lines_and_yaml_documents(bootstrap: str) -> None:
     assert documents == records
 
 
+def test_produce_prints_its_summary_as_one_document(bootstrap: str) -> None:
+    as_json = invoke(bootstrap, "produce", "other-c", "-K:", "-o", "json", stdin="a:1\nb:22\n")
+    assert as_json.exit_code == 0, as_json.output
+    data = json.loads(as_json.stdout)
+    check_documented("produce", data)
+    assert {k: data[k] for k in ("topic", "records", "errors", "bytes", "error")} == \
+        {"topic": "other-c", "records": 2, "errors": 0, "bytes": 5, "error": None}
+    assert data["elapsed_s"] >= 0 and data["records_per_s"] > 0
+    assert "produced" not in as_json.stderr  # the document replaces the summary line
+    as_yaml = invoke(bootstrap, "produce", "other-c", "--output", "yaml", stdin="x\n")
+    assert as_yaml.exit_code == 0, as_yaml.output
+    document = yaml.safe_load(as_yaml.stdout)
+    check_documented("produce", document)
+    assert (document["records"], document["bytes"]) == (1, 1)
+    table = invoke(bootstrap, "produce", "other-c", stdin="y\n")
+    assert table.exit_code == 0, table.output
+    assert table.stdout == "" and "produced 1 of 1 records" in table.stderr
+
+
 @pytest.mark.parametrize(("args", "code"), [
     (["topic", "describe", "no-such-topic"], 4),
     (["topic", "describe", "-r", "nothing-.*"], 4),
