@@ -1,19 +1,10 @@
-"""Read one replica's partition log straight from its segment files, read-only.
-
-A running broker owns these files: it preallocates them, appends with
-``pwritev``, trims them on roll and deletes them for retention. This reader
-never opens them for writing, never locks or maps them (a map of a file the
-broker trims could fault), and never rebuilds an index: it ``pread``s whole
-batches, stops at the first byte that is not a complete valid batch (the
-zeroed preallocated tail, or a batch still being written), and treats a
-segment that disappears under it as retention having deleted it. An open file
-descriptor keeps a segment readable even if it is deleted or replaced
-(compaction) while we read.
+"""Bounds, timestamps and records of one replica's partition log, read straight from
+its segment files with core's read-only reader (:mod:`slog.core.segment_reader`):
+no writes, locks or maps of a running broker's files, and no index rebuilt.
 """
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,66 +13,8 @@ from typing import Any
 
 from slog.core import batch
 from slog.core.batch import BatchHeader
-from slog.core.errors import CorruptRecordError
-from slog.core.records import decode_records_as, iter_valid_batches
-from slog.core.segment import parse_segment_base
-
-CHUNK_BYTES = 8 * 1024 * 1024
-
-
-def segment_bases(directory: Path) -> list[int]:
-    """Base offsets of the ``.log`` segments in ``directory``, ascending."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return []
-    bases = [parse_segment_base(name) for name in names if name.endswith(".log")]
-    return sorted(b for b in bases if b is not None)
-
-
-def _segment_path(directory: Path, base: int) -> Path:
-    return directory / f"{base:020d}.log"
-
-
-def _iter_segment(directory: Path, base: int, start_position: int = 0
-                  ) -> Iterator[tuple[bytes, int, BatchHeader]]:
-    """``(chunk, position in chunk, header)`` of each valid batch of one segment."""
-    try:
-        fd = os.open(_segment_path(directory, base), os.O_RDONLY)
-    except FileNotFoundError:
-        return  # deleted by retention between listing and opening
-    try:
-        file_pos = start_position
-        while True:
-            chunk = os.pread(fd, CHUNK_BYTES, file_pos)
-            if len(chunk) < batch.LOG_OVERHEAD:
-                return
-            used = 0
-            try:
-                for pos, header in iter_valid_batches(chunk):
-                    yield chunk, pos, header
-                    used = pos + header.size
-            except CorruptRecordError:
-                return  # a batch still being written: the end of readable data
-            if used == 0:
-                size = batch.peek_batch_size(chunk)
-                if size < batch.HEADER_SIZE:
-                    return  # zeroed preallocated tail
-                if size <= len(chunk):
-                    return  # it did not validate: being written
-                # One batch larger than a chunk: read exactly it.
-                whole = os.pread(fd, size, file_pos)
-                if len(whole) < size:
-                    return
-                try:
-                    header = batch.validate_batch(whole)
-                except CorruptRecordError:
-                    return
-                yield whole, 0, header
-                used = size
-            file_pos += used
-    finally:
-        os.close(fd)
+from slog.core.records import decode_records_as
+from slog.core.segment_reader import iter_segment, segment_bases
 
 
 @dataclass(frozen=True)
@@ -93,7 +26,7 @@ class LogBounds:
 
 
 def _first_base_offset(directory: Path, base: int) -> int | None:
-    for _chunk, _pos, header in _iter_segment(directory, base):
+    for _fpos, _chunk, _pos, header in iter_segment(directory, base):
         return header.base_offset
     return None
 
@@ -114,7 +47,7 @@ def log_bounds(directory: Path, checkpointed_start: int | None = None) -> LogBou
         start = checkpointed_start or 0
         return LogBounds(start, start)
     end = bases[-1]
-    for _chunk, _pos, header in _iter_segment(directory, bases[-1]):
+    for _fpos, _chunk, _pos, header in iter_segment(directory, bases[-1]):
         end = header.next_offset
     start = bases[0]
     first = _first_base_offset(directory, bases[0])
@@ -155,7 +88,7 @@ def _indexed_position(directory: Path, base: int, offset: int) -> int:
         position = pos
     if position == 0:
         return 0
-    for _chunk, _pos, header in _iter_segment(directory, base, position):
+    for _fpos, _chunk, _pos, header in iter_segment(directory, base, position):
         if header.base_offset <= offset:
             return position
         break
@@ -171,7 +104,7 @@ def batches_from(directory: Path, start: int, end: int
         if base >= end:
             return
         position = _indexed_position(directory, base, start) if i == 0 else 0
-        for chunk, pos, header in _iter_segment(directory, base, position):
+        for _fpos, chunk, pos, header in iter_segment(directory, base, position):
             if header.base_offset >= end:
                 return
             if header.last_offset >= start:

@@ -10,6 +10,9 @@
   new leaders are asked again. Only now are the answers read, in order.
 * Groups that are new or whose coordinator moved get one more round.
 
+With this cluster's data dir, events come from its metadata log and each group's
+generation and leader from its ``__consumer_offsets`` files (new bytes only).
+
 So a steady refresh costs about one round trip however large the cluster,
 and works against any Kafka (a broker without DescribeLogDirs just shows no
 sizes). Parts that fail become warnings on the snapshot; only an unreachable
@@ -35,6 +38,7 @@ from slog.client.types import ClusterMetadata, TopicPartition
 from slog.core.consumer_protocol import PROTOCOL_TYPE, WireFormatError, decode_assignment
 from slog.protocol.apis import ApiKey
 from slog.tui.events import Event, MetadataLogEvents
+from slog.tui.group_log import OFFSETS_TOPIC, GroupMetadataLog
 from slog.tui.model import (
     BrokerInfo,
     ClusterSnapshot,
@@ -179,6 +183,7 @@ class Collector:
         self._clock = clock
         self._data_dir = data_dir
         self._log_events: MetadataLogEvents | None = None
+        self._group_log: GroupMetadataLog | None = None
         self._data_dir_checked = False
         self._seen_brokers: dict[int, BrokerInfo] = {}
         self._refreshes = 0
@@ -236,12 +241,14 @@ class Collector:
         else:  # between the tenth refreshes, the log starts of the last time they were asked
             offsets.start.update(self._log_starts)
         self._leaders = leaders
-        events = self._metadata_log_events(meta.cluster_id)
+        self._attach_data_dir(meta.cluster_id)
+        events = self._metadata_log_events()
+        groups = tuple(answers.group(g, coordinators[g], offsets.high_watermark)
+                       for g in sorted(coordinators))
         snapshot = ClusterSnapshot(
             taken_at=taken_at, cluster_id=meta.cluster_id, controller_id=meta.controller_id,
             brokers=self._brokers(meta), topics=_topics(meta, offsets, log_dirs),
-            groups=tuple(answers.group(g, coordinators[g], offsets.high_watermark)
-                         for g in sorted(coordinators)),
+            groups=self._with_generations(meta, groups),
             controller_epoch=self._controller_epoch(),
             broker_bytes={b: sum(r.size for r in replicas.values())
                           for b, replicas in log_dirs.items()},
@@ -309,18 +316,38 @@ class Collector:
         return tuple(b if b.broker_id in meta.brokers else replace(b, alive=False)
                      for _, b in sorted(self._seen_brokers.items()))
 
-    def _metadata_log_events(self, cluster_id: str | None) -> list[Event]:
-        """Events from the data dir's metadata log, if that data dir is this cluster's."""
+    def _attach_data_dir(self, cluster_id: str | None) -> None:
+        """Read the data dir's logs from now on, if that data dir is this cluster's."""
         if not self._data_dir_checked and self._data_dir is not None:
             self._data_dir_checked = True
             if _data_dir_cluster_id(self._data_dir) == cluster_id:
                 self._log_events = MetadataLogEvents(self._data_dir)
+                self._group_log = GroupMetadataLog(self._data_dir)
+
+    def _metadata_log_events(self) -> list[Event]:
+        """Events from the data dir's metadata log."""
         if self._log_events is None:
             return []
         try:
             return list(self._log_events.poll())
         except (OSError, ValueError):
             return []
+
+    def _with_generations(self, meta: ClusterMetadata, groups: tuple[GroupInfo, ...]
+                          ) -> tuple[GroupInfo, ...]:
+        """Generation and leader from the group metadata records in the data dir, which
+        DescribeGroups does not carry (without the data dir they stay unknown)."""
+        if self._group_log is None or not groups:
+            return groups
+        topic = meta.topics.get(OFFSETS_TOPIC)
+        if topic is None or topic.error_code:
+            return groups
+        self._group_log.poll({p.partition: (p.leader, p.leader_epoch)
+                              for p in topic.partitions.values() if p.leader >= 0})
+        known = self._group_log.groups(g.group_id for g in groups)
+        return tuple(g if (v := known.get(g.group_id)) is None
+                     else replace(g, generation=v.generation, leader=v.leader or None)
+                     for g in groups)
 
     @property
     def reads_metadata_log(self) -> bool:

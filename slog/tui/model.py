@@ -122,7 +122,8 @@ class GroupInfo:
     coordinator: int
     members: tuple[MemberInfo, ...] = ()
     offsets: tuple[GroupOffset, ...] = ()
-    # The classic DescribeGroups says neither; the dashboard shows them when known.
+    # Not in the classic DescribeGroups: from the group metadata record in the data
+    # dir (slog/tui/group_log.py) when it is this cluster's, else unknown.
     generation: int | None = None
     leader: str | None = None
     error: str | None = None

@@ -128,6 +128,8 @@ def test_consumer_group_appears_with_its_lag(cluster: Cluster) -> None:
     while not consumer.assignment() and time.monotonic() < deadline:
         consumer.poll(100)
     consumer.commit({tp: 20})
+    member = consumer.group_metadata()  # what the coordinator told this, its only member
+    assert member.generation_id > 0
 
     async def run() -> None:
         app = make_app(cluster)
@@ -141,8 +143,14 @@ def test_consumer_group_appears_with_its_lag(cluster: Cluster) -> None:
             [offset] = found.offsets
             assert (offset.committed, offset.log_end, offset.owner) == \
                 (20, 50, found.members[0].member_id)
+            # Not in DescribeGroups: from the group metadata record in the data dir.
+            assert (found.generation, found.leader) == (member.generation_id, member.member_id)
+            assert found.leader == found.members[0].member_id
             await pilot.press("3")
             assert "auditors" in table_keys(app, "groups-table")
+            row = app.screen.query_one("#groups-table", Table).get_row("auditors")
+            assert str(row[2]) == str(member.generation_id)  # the generation column
+            assert str(row[4]) != "-"  # the leader column
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, GroupScreen), "the group detail")
             assert table_keys(app, "detail-table") == ["ledger-0"]
@@ -150,6 +158,13 @@ def test_consumer_group_appears_with_its_lag(cluster: Cluster) -> None:
 
     try:
         asyncio.run(run())
+        # Without this cluster's data dir (as against a real Kafka) they stay unknown.
+        blind = Collector(cluster.bootstrap)
+        try:
+            found = blind.refresh().snapshot.group("auditors")
+            assert found is not None and (found.generation, found.leader) == (None, None)
+        finally:
+            blind.close()
     finally:
         consumer.close()
 
