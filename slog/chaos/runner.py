@@ -42,6 +42,7 @@ class RunConfig:
     consumers: int = 2
     rate: float = 0  # records/s per producer; 0: unthrottled
     retries: int = 2_147_483_647
+    idempotent: bool = True  # off: duplicates are reported but do not fail the run
     session_timeout_ms: int = 1500
     base_port: int = 0  # 0: a free range is found
     data_dir: Path | None = None
@@ -84,6 +85,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "verdict": self.verdict.line(), **self.verdict.to_json(),
                 "seed": self.config.seed, "faults_enabled": self.config.faults,
+                "retries": self.config.retries, "idempotent": self.config.idempotent,
                 "fault_events": self.fault_events, "ops": self.ops,
                 "records_per_s_without_faults": round(self.rate_quiet, 1),
                 "records_per_s_with_faults": round(self.rate_faults, 1),
@@ -150,7 +152,8 @@ def _run_workload(config: RunConfig, cluster: ChaosCluster, history: HistoryLog,
 
     producers = [VerifiableProducer(f"r{config.seed}-p{i}", cluster.bootstrap, TOPIC,
                                     config.partitions, history, rate=config.rate,
-                                    retries=config.retries, on_error=note)
+                                    retries=config.retries, idempotent=config.idempotent,
+                                    on_error=note)
                  for i in range(config.producers)]
     consumers = [VerifiableConsumer(f"c{i}", cluster.bootstrap, TOPIC, GROUP, history,
                                     on_error=note) for i in range(config.consumers)]
@@ -200,7 +203,7 @@ def _run_workload(config: RunConfig, cluster: ChaosCluster, history: HistoryLog,
         problems.append(f"final read: {type(exc).__name__}: {exc}")
     cluster.shutdown()
     _read_replicas(cluster, config, history)
-    verdict = check(history.history)
+    verdict = check(history.history, idempotent=config.idempotent)
     if history.write_error:
         problems.append(f"history file incomplete: {history.write_error}")
     acks = history.history.acks

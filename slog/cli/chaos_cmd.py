@@ -42,6 +42,11 @@ def run(
     rate: Annotated[float, typer.Option(min=0, help="Records/s per producer (0: no limit).")
                     ] = 0,
     consumers: Annotated[int, typer.Option(min=0, help="Group members verifying reads.")] = 2,
+    retries: Annotated[int, typer.Option(
+        min=0, help="Producer retries (Kafka's default: 2147483647).")] = 2_147_483_647,
+    idempotence: Annotated[bool, typer.Option(
+        help="Idempotent producer; without it duplicates are counted but do not fail the run.")
+                           ] = True,
     max_ops: Annotated[int | None, typer.Option(min=0, help="Stop injecting after N ops.")
                        ] = None,
     data_dir: Annotated[Path | None, typer.Option(
@@ -51,7 +56,7 @@ def run(
         help="Write every ack, read, assignment and fault here as JSON lines.")] = None,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """Start an RF-broker cluster, load it (acks=all, idempotence on), inject seeded faults,
+    """Start an RF-broker cluster, load it (acks=all), inject seeded faults,
     heal, read everything back and check it; exit 1 when the verdict finds anomalies.
 
     Example (the soak): slog chaos run --duration 30m --seed 7 --faults kill,pause,restart,torn,disk
@@ -64,10 +69,14 @@ def run(
         config = RunConfig(duration_s=parse_span(duration), warmup_s=parse_span(warmup),
                            seed=seed, faults=parse_faults(faults), brokers=rf,
                            replication_factor=rf, min_insync=min_insync, partitions=partitions,
-                           rate=rate, consumers=consumers, max_ops=max_ops, data_dir=data_dir,
+                           rate=rate, consumers=consumers, retries=retries,
+                           idempotent=idempotence, max_ops=max_ops, data_dir=data_dir,
                            history_path=history)
     except ValueError as exc:
         fail(str(exc), code=EXIT_USAGE)
+    if idempotence and retries == 0:
+        fail("--retries 0 with idempotence: an idempotent producer must retry (Kafka's rule); "
+             "add --no-idempotence or retry", code=EXIT_USAGE)
     if min_insync > rf:
         fail(f"--min-insync {min_insync} is more than --rf {rf}", code=EXIT_USAGE)
     structured = output.structured

@@ -1,8 +1,9 @@
 """Bounded chaos runs (CI): real brokers, real faults, the checker's verdict.
 
-RF=3, min.insync.replicas=2, acks=all, idempotence on. The scripted run covers
-each fault once; the seeded run draws its own. Both must end with a healthy
-cluster and a clean verdict whose counts show the check was not vacuous.
+RF=3, min.insync.replicas=2, acks=all, idempotence on. Two scripted runs cover
+each fault kind once; a third draws its ops from the seeded random schedule,
+as the soak does, bounded by an op count. All must end with a healthy cluster
+and a clean verdict whose counts show the check was not vacuous.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 from slog.chaos.checker import CLASSES
 from slog.chaos.history import iter_file, read_history
 from slog.chaos.runner import RunConfig, RunResult, run
+from slog.chaos.schedule import schedule
 
 # Two runs of about two minutes each on an idle machine, between them every fault kind.
 CRASHES = ["kill-leader", "kill-controller", "pause-leader", "rolling-restart", "torn-tail",
@@ -65,3 +67,18 @@ def test_paused_controller_combined_faults_and_clean_stop(tmp_path: Path) -> Non
     assert_clean(result)
     assert result.ops == len(PAUSES) and result.fault_events == 5
     assert set(result.stalls_s) == set(PAUSES)
+
+
+@pytest.mark.timeout(900)
+def test_seeded_random_schedule(tmp_path: Path) -> None:
+    # The soak's path: ops drawn from the seed, not a script; the same seed gives the
+    # same op kinds, so the faults in the history are exactly the schedule's first ones.
+    ops = 5
+    result = chaos(tmp_path, seed=5, faults=["kill", "pause", "restart", "torn"], max_ops=ops)
+    assert_clean(result)
+    assert result.ops == ops
+    expected = [op.kind for op, _ in zip(schedule(5, ["kill", "pause", "restart", "torn"], 1.5),
+                                         range(ops), strict=False)]
+    history = read_history(iter_file(tmp_path / "history.jsonl"))
+    assert [f.kind for f in history.faults] == expected
+    assert result.fault_events >= ops
