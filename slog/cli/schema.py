@@ -240,7 +240,19 @@ for _verb in ("add", "list", "remove"):
 SCHEMAS["chaos run"] = Shape("object", {
     "ok": "no anomaly found", "faults": "faults injected", "acked": "records acknowledged",
     "verified": "records read back", "failed_sends": "sends that failed",
-    "anomalies": "{class: count}", "examples": "{class: [examples]}"})
+    "anomalies": "{class: count}", "examples": "{class: [examples]}",
+    "verdict": "the one-line verdict", "seed": "schedule seed",
+    "faults_enabled": "fault groups", "retries": "producer retries",
+    "idempotent": "idempotent producer", "fault_events": "broker fault events",
+    "ops": "nemesis ops run", "records_per_s_without_faults": "acked/s in the warm-up",
+    "records_per_s_with_faults": "acked/s during faults",
+    "recovery_median_s": "median time to a healthy cluster after an op",
+    "recovery_max_s": "longest such time",
+    "longest_ack_stall_s": "{fault kind: longest time one partition acked nothing}",
+    "healed": "the cluster healed at the end", "complete": "the final read finished",
+    "problems": "[what went wrong besides anomalies]",
+    "high_watermarks": "{partition: high watermark}", "data_dir": "the cluster's data dir",
+    "history": "the JSON-lines history file, or null"})
 
 # Same name, same command: aliases print what their canonical command prints.
 SCHEMAS["describe-group"] = SCHEMAS["group describe"]

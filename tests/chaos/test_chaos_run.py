@@ -16,6 +16,7 @@ from slog.chaos.checker import CLASSES
 from slog.chaos.history import iter_file, read_history
 from slog.chaos.runner import RunConfig, RunResult, run
 from slog.chaos.schedule import schedule
+from slog.cli.schema import SCHEMAS
 
 # Two runs of about two minutes each on an idle machine, between them every fault kind.
 CRASHES = ["kill-leader", "kill-controller", "pause-leader", "rolling-restart", "torn-tail",
@@ -82,3 +83,5 @@ def test_seeded_random_schedule(tmp_path: Path) -> None:
     history = read_history(iter_file(tmp_path / "history.jsonl"))
     assert [f.kind for f in history.faults] == expected
     assert result.fault_events >= ops
+    # what `slog chaos run -o json` prints has exactly the documented fields
+    assert SCHEMAS["chaos run"].check(result.to_json()) == []
