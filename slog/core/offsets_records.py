@@ -89,11 +89,17 @@ def encode_group_value(value: GroupValue) -> bytes:
     return w.array(value.members, _write_member).getvalue()
 
 
+def read_value_version(reader: Reader, newest: int, what: str) -> int:
+    """A value's leading version, refused when it is newer than the codec knows."""
+    version = reader.int16()
+    if version < 0 or version > newest:
+        raise WireFormatError(f"{what} version {version} is not supported")
+    return version
+
+
 def decode_group_value(data: bytes) -> GroupValue:
     reader = Reader(data)
-    version = reader.int16()
-    if version < 0 or version > GROUP_VALUE_VERSION:
-        raise WireFormatError(f"GroupMetadataValue version {version} is not supported")
+    version = read_value_version(reader, GROUP_VALUE_VERSION, "GroupMetadataValue")
     protocol_type = reader.required_string()
     generation = reader.int32()
     protocol = reader.string()

@@ -18,6 +18,7 @@ from slog.core.offsets_records import (
     decode_group_value,
     decode_key,
     encode_group_value,
+    read_value_version,
 )
 from slog.core.wire import Reader, WireFormatError, Writer
 from slog.groups.offsets import OffsetAndMetadata
@@ -51,9 +52,7 @@ def encode_offset_value(value: OffsetAndMetadata) -> bytes:
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
     reader = Reader(data)
-    version = reader.int16()
-    if version < 0 or version > OFFSET_VALUE_VERSION:
-        raise WireFormatError(f"OffsetCommitValue version {version} is not supported")
+    version = read_value_version(reader, OFFSET_VALUE_VERSION, "OffsetCommitValue")
     offset = reader.int64()
     epoch = reader.int32() if version >= 3 else -1
     metadata = reader.string() or ""
