@@ -79,7 +79,7 @@ def _offset_fetch(request: Any) -> Iterator[Check]:
 
 
 def _find_coordinator(request: Any) -> Iterator[Check]:
-    if request.key_type != _GROUP_KEY:
+    if getattr(request, "key_type", _GROUP_KEY) != _GROUP_KEY:  # v0 has groups only
         return
     keys = getattr(request, "coordinator_keys", None)
     for key in keys if keys is not None else [request.key]:

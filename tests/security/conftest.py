@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
 from slog.core.credentials import save_credentials
 from slog.core.names import ensure_data_dir
@@ -33,6 +37,32 @@ def sasl_conf(broker: BrokerProcess | str, user: str, mechanism: str = "SCRAM-SH
             "sasl.password": PASSWORDS.get(user, "") if password is None else password}
 
 
+def produce_and_consume(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
+    """Produce ``values`` to ``topic`` with confluent-kafka, then read them back in a group."""
+    producer = Producer(conf)
+    for value in values:
+        producer.produce(topic, value)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    return poll_values(consumer, len(values))
+
+
+def poll_values(consumer: Consumer, count: int, timeout_s: float = 60) -> list[bytes]:
+    """Up to ``count`` record values from a subscribed or assigned consumer, which is closed."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                got.append(message.value())
+    finally:
+        consumer.close()
+    return got
+
+
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """SASL required, no authorizer."""
@@ -51,11 +81,23 @@ def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
         yield broker
 
 
+def _login(monkeypatch: pytest.MonkeyPatch, user: str, mechanism: str = "SCRAM-SHA-256") -> None:
+    monkeypatch.setenv("SLOG_SASL_MECHANISM", mechanism)
+    monkeypatch.setenv("SLOG_SASL_USERNAME", user)
+    monkeypatch.setenv("SLOG_SASL_PASSWORD", PASSWORDS[user])
+
+
+@contextlib.contextmanager
+def logged_in(user: str) -> Iterator[None]:
+    """slog's client (and CLI subprocesses) log in as ``user`` inside the block."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _login(monkeypatch, user)
+        yield
+
+
 @pytest.fixture
 def as_user(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Make slog's client (and CLI subprocesses) log in as a user."""
     def login(user: str, mechanism: str = "SCRAM-SHA-256") -> None:
-        monkeypatch.setenv("SLOG_SASL_MECHANISM", mechanism)
-        monkeypatch.setenv("SLOG_SASL_USERNAME", user)
-        monkeypatch.setenv("SLOG_SASL_PASSWORD", PASSWORDS[user])
+        _login(monkeypatch, user, mechanism)
     return login

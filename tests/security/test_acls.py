@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.brokers import BrokerProcess, run_cli
-from tests.security.conftest import sasl_conf
+from tests.security.conftest import logged_in, sasl_conf
 
 
 def cli(broker: BrokerProcess, *args: str) -> Any:
@@ -60,12 +60,7 @@ def consume_error(broker: BrokerProcess, user: str, topic: str, group: str
 @pytest.fixture(scope="module")
 def topics(acl_broker: BrokerProcess) -> list[str]:
     """Topics the super user created, and the ACLs the tests start from."""
-    env = {"SLOG_SASL_MECHANISM": "SCRAM-SHA-256", "SLOG_SASL_USERNAME": "admin",
-           "SLOG_SASL_PASSWORD": "admin-secret"}
-    mp = pytest.MonkeyPatch()
-    for key, value in env.items():
-        mp.setenv(key, value)
-    try:
+    with logged_in("admin"):
         for name in ("orders", "secret", "team-a.events"):
             ok(cli(acl_broker, "topic", "create", name))
         ok(cli(acl_broker, "acl", "add", "--allow-principal", "User:alice", "--operation",
@@ -74,8 +69,6 @@ def topics(acl_broker: BrokerProcess) -> list[str]:
                "read", "--group", "app"))
         ok(cli(acl_broker, "acl", "add", "--allow-principal", "User:bob", "--operation", "all",
                "--topic", "team-a.", "--resource-pattern-type", "prefixed"))
-    finally:
-        mp.undo()
     return ["orders", "secret", "team-a.events"]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from slog.core.scram import SaslLogin
 from slog.protocol.apis import ApiKey
 from tests.brokers import run_cli
 from tests.cluster.conftest import FAST, WAIT_S, Cluster, wait_until
-from tests.security.conftest import ACLS, PASSWORDS, add_users, sasl_conf
+from tests.security.conftest import ACLS, PASSWORDS, add_users, poll_values, sasl_conf
 
 TOPIC = "replicated"
 
@@ -52,16 +51,7 @@ def read_all(cluster: Cluster, settings: dict[str, Any], count: int, assign: boo
         consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])
     else:
         consumer.subscribe([TOPIC])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < count and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    return got
+    return poll_values(consumer, count)
 
 
 def test_replication_and_acls_with_authentication(secure_cluster: Cluster) -> None:

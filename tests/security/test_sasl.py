@@ -5,11 +5,10 @@ from __future__ import annotations
 import socket
 import struct
 import time
-import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 
 from slog.client.connection import BrokerConnection
 from slog.core.scram import SaslLogin
@@ -17,29 +16,9 @@ from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.shapes import shape
 from tests.brokers import BrokerProcess, run_cli
-from tests.security.conftest import PASSWORDS, sasl_conf
+from tests.security.conftest import PASSWORDS, produce_and_consume, sasl_conf
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256"]
-
-
-def produce_and_consume(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
-    producer = Producer(conf)
-    for value in values:
-        producer.produce(topic, value)
-    assert producer.flush(30) == 0
-    consumer = Consumer({**conf, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                         "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(got) < len(values) and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is not None and message.error() is None:
-                got.append(message.value())
-    finally:
-        consumer.close()
-    return got
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)

@@ -250,6 +250,11 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
             return {"topics": _fetched_topics(dict.fromkeys(wanted or ()), error),
                     "error_code": _err(error)}
         return {"topics": [], "error_code": _err(error)}
+    if wanted is None:
+        # All of the group's offsets: only for topics the principal may describe (as
+        # Kafka does; named topics were checked before the handler ran).
+        offsets = {tp: offset for tp, offset in offsets.items()
+                   if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
     return {"topics": _fetched_topics(offsets), "error_code": NONE}
 
 
