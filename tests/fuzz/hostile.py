@@ -12,6 +12,11 @@ of that, frames are broken in targeted ways (a length field replaced by a
 count far larger than the frame, null where the schema forbids it, unknown
 tagged fields, a body of one version under the header of another) and at
 random (bit flips, truncations, extensions, random bytes).
+
+Against a broker that requires SASL, ``exchange(..., pre_auth=True)`` also
+checks that nothing but ApiVersions, SaslHandshake and SaslAuthenticate is
+answered before login; tests/fuzz/hostile_sasl.py builds whole hostile SASL
+exchanges on top of it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 from kio.serial._introspect import (
     EntityField,
@@ -50,8 +56,10 @@ from tests.compat.clients import (
     RECENT_MS,
     Rec,
     Wire,
+    assert_serving,
     create_topic,
     process_alive,
+    process_rss_kb,
     slog_connection,
     slog_consume,
     slog_produce,
@@ -62,12 +70,25 @@ ANSWER_TIMEOUT_S = 5.0
 PROBE_CORRELATION_ID = 0x7EADBEEF
 _PROBE_BODY = struct.pack(">hhih", ApiKey.API_VERSIONS, 0, PROBE_CORRELATION_ID, 5) + b"probe"
 PROBE = struct.pack(">i", len(_PROBE_BODY)) + _PROBE_BODY
+# What a connection may send before it has authenticated on a SASL listener (the
+# oracle's own statement of the rule, not the broker's table).
+PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# Sent after the probe on a connection that must still be unauthenticated: a
+# Metadata request (every topic), which must close the connection unanswered.
+_GUARD_BODY = struct.pack(">hhih", ApiKey.METADATA, 0, PROBE_CORRELATION_ID + 1, 5) \
+    + b"guard" + struct.pack(">i", 0)
+GUARD = struct.pack(">i", len(_GUARD_BODY)) + _GUARD_BODY
 KEEP_TOPIC = "fz-keep"  # records the fuzzer must never be able to change
 # The broker config a fuzz target runs with: no auto-creation, so random
 # Metadata names cannot fill the disk with topics.
 # Small, unpreallocated segments keep the fuzzed broker light on a shared disk.
 TARGET_CONFIG = {"auto.create.topics.enable": "false", "log.preallocate": "false",
                  "log.segment.bytes": str(1 << 20)}
+# Hypothesis settings of the CI runs: fixed seeds, the same cases every time.
+SETTINGS: dict[str, Any] = {
+    "deadline": None, "derandomize": True, "database": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
+                              HealthCheck.filter_too_much]}
 
 
 # ----------------------------------------------------------------------------- the broker
@@ -106,6 +127,23 @@ def prepare_target(broker: BrokerProcess) -> Target:
 
 def keep_records(broker: BrokerProcess) -> list[Any]:
     return [slog_consume(broker.bootstrap, KEEP_TOPIC, p) for p in (0, 1)]
+
+
+RSS_LIMIT_KB = 300 * 1024
+
+
+def assert_unharmed(target: Target) -> None:
+    """After a run: the broker is alive, bounded, clean, kept its records and serves clients.
+
+    On a SASL broker, slog's client logs in from SLOG_SASL_* in the environment.
+    """
+    broker = target.broker
+    assert process_alive(target.pid)
+    rss = process_rss_kb(target.pid)
+    assert rss < RSS_LIMIT_KB, f"broker RSS is {rss // 1024} MiB after fuzzing"
+    assert "Traceback" not in broker.log_text, broker.log_text[-6000:]
+    assert keep_records(broker) == target.baseline
+    assert_serving(broker.bootstrap)
 
 
 # ----------------------------------------------------------------------------- field values
@@ -147,6 +185,28 @@ CONFIG_NAMES = ["retention.ms", "segment.bytes", "cleanup.policy", "max.message.
                 "min.insync.replicas", "message.timestamp.type", "bogus", ""]
 CONFIG_VALUES = ["", "-1", "0", "1", "14", "compact", "delete,compact", "abc",
                  "99999999999999999999999", "LogAppendTime"]
+SASL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "OAUTHBEARER",
+                   "plain", "scram-sha-256", "", "PLAIN\x00", "PLAIN ", "x" * 300]
+# Users the SASL fuzz target knows ("hugeiter" is stored with 2**31 - 1 SCRAM
+# iterations), and one it does not.
+SASL_USERS = ["admin", "alice", "hugeiter", "nobody"]
+_OVERSIZED = 9000  # above slog.core.scram.MAX_TOKEN_BYTES (8192)
+# SaslAuthenticate tokens: PLAIN ([authzid] NUL user NUL password) and SCRAM
+# client-first / client-final messages, broken every way. None of them carries
+# a right password.
+SASL_TOKENS = [
+    b"", b"\0", b"\0\0", b"\0\0\0", b"\0admin", b"\0admin\0", b"\0admin\0wrong",
+    b"admin\0admin\0wrong", b"alice\0admin\0wrong", b"\0\0wrong", b"adminwrong",
+    b"\0admin\0wrong\0extra", b"\0ad\xffmin\0pw", b"\0nobody\0pw", b"\0hugeiter\0pw",
+    b"\0" + b"a" * _OVERSIZED + b"\0pw", b"\0admin\0" + b"p" * _OVERSIZED,
+    b"n,,n=admin,r=fyko+d2lbbFgONRv9qkxdawL", b"n,,n=admin,r=", b"n,,r=abc", b"n,,n=,r=abc",
+    b"n,,n=admin", b"p=tls-server-end-point,,n=admin,r=abc", b"y,,n=admin,r=abc",
+    b"n,a=alice,n=admin,r=abc", b"n,,m=ext,n=admin,r=abc", b"n,,n=ad=min,r=abc",
+    b"n,,n=admin,r=abc,i=2147483647", b"n,,n=admin,,r=abc", b"n,,nadmin", b"n,,",
+    b"n,,n=hugeiter,r=abc", b"n,,n=" + b"a" * _OVERSIZED + b",r=abc", b"n,,n=adm\xffin,r=abc",
+    b"c=biws,r=abc,p=" + b"A" * 43 + b"=", b"c=biws,r=abc", b"c=biws,r=abc,p=!!!",
+    b"c=,r=,p=", b"c=biws,r=abc,i=999999999,p=AAAA", b"c=biws,p=AAAA",
+]
 
 
 def _ints(kafka_type: str, name: str) -> st.SearchStrategy[int]:
@@ -170,6 +230,10 @@ def _scalar(field: dataclasses.Field[Any], name: str, owner: str = "") -> st.Sea
     kind = get_schema_field_type(field)
     if kind in INT_RANGES:
         return _ints(kind, name)
+    if name == "mechanism":  # SaslHandshake
+        return st.sampled_from(SASL_MECHANISMS) | TEXT
+    if name == "auth_bytes":  # SaslAuthenticate
+        return st.sampled_from(SASL_TOKENS) | st.binary(max_size=80)
     if kind == "string":
         if name == "name" and "Config" in owner:  # CreatableTopicConfig, AlterableConfig...
             return st.sampled_from(CONFIG_NAMES)
@@ -247,9 +311,12 @@ def _encode(body: Any, draw: st.DrawFn) -> bytes | None:
 
 
 @st.composite
-def requests(draw: st.DrawFn) -> bytes:
-    """A structurally valid request of an advertised API/version with hostile values."""
-    api_key, version = draw(st.sampled_from(API_CASES))
+def requests(draw: st.DrawFn, cases: list[tuple[int, int]] = API_CASES) -> bytes:
+    """A structurally valid request of an advertised API/version with hostile values.
+
+    ``cases``: the (api key, version) pairs to draw from (default: all advertised).
+    """
+    api_key, version = draw(st.sampled_from(cases))
     body = draw(entity(request_class(api_key, version)))
     return _encode(body, draw) or _FALLBACK
 
@@ -260,9 +327,9 @@ HOSTILE_CHUNKS = [b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff", b"\xff\xff\xff\xfe",
 
 
 @st.composite
-def mutated_requests(draw: st.DrawFn) -> bytes:
+def mutated_requests(draw: st.DrawFn, cases: list[tuple[int, int]] = API_CASES) -> bytes:
     """A valid request with its bytes broken: hostile chunks, truncation, bit flips, growth."""
-    data = bytearray(draw(requests())[4:])  # the frame without its size
+    data = bytearray(draw(requests(cases))[4:])  # the frame without its size
     for _ in range(draw(st.integers(1, 3))):
         op = draw(st.sampled_from(["overwrite", "insert", "truncate", "flip", "extend"]))
         pos = draw(st.integers(0, len(data)))
@@ -486,7 +553,23 @@ def has_error(value: Any) -> bool:
 ERROR_RESPONSE, OK_RESPONSE, CLOSED, HELD = "error response", "ok response", "closed", "held"
 
 
-def exchange(target: Target, sent: bytes, *, framed: bool = True) -> str:
+def _api_key(frame: bytes) -> int | None:
+    """The API key a size-prefixed frame's header claims (None: too short to say)."""
+    return struct.unpack_from(">h", frame, 4)[0] if len(frame) >= 6 else None
+
+
+def _read_or_close(wire: Wire) -> bytes | None:
+    """The next frame; None once the connection is closed (TimeoutError if neither)."""
+    try:
+        return wire.read_frame()
+    except TimeoutError:
+        raise
+    except (OSError, ProtocolError):
+        return None
+
+
+def exchange(target: Target, sent: bytes, *, framed: bool = True, pre_auth: bool = False,
+             wire: Wire | None = None) -> str:
     """Send ``sent`` and the probe on one connection; check what comes back.
 
     Whatever comes back must be well-formed: a response carries the request's
@@ -496,40 +579,59 @@ def exchange(target: Target, sent: bytes, *, framed: bool = True) -> str:
 
     ``framed``: ``sent`` is exactly one frame, so its header tells what any
     response must look like (unframed bytes may swallow the probe instead).
+
+    ``pre_auth``: the broker requires SASL and this connection has not logged
+    in. Then a frame of any API but ApiVersions, SaslHandshake and
+    SaslAuthenticate must close the connection unanswered, and after the probe
+    a Metadata request (the guard) must too: nothing ``sent`` did may have
+    authenticated the connection.
+
+    ``wire``: an open connection to use (a SASL exchange already under way);
+    by default a fresh one.
     """
     header, request = _decodes_locally(sent[4:], target.advertised) if framed else (None, None)
+    refused = pre_auth and framed and _api_key(sent) not in PRE_AUTH_APIS
+    served = request is not None and not refused  # the broker must answer it
     outcome = CLOSED
-    with Wire(target.broker.bootstrap, timeout_s=ANSWER_TIMEOUT_S) as wire:
+    with contextlib.nullcontext(wire) if wire is not None else \
+            Wire(target.broker.bootstrap, timeout_s=ANSWER_TIMEOUT_S) as conn:
         with contextlib.suppress(OSError):  # closed while we were still writing: fine
-            wire.send(sent + PROBE)
+            conn.send(sent + PROBE + (GUARD if pre_auth else b""))
             # EOF after the probe: a frame announced but never completed ends the
             # connection instead of waiting for connections.max.idle.ms.
-            wire.sock.shutdown(socket.SHUT_WR)
-        if request is not None and header.api_key == ApiKey.FETCH and \
+            conn.sock.shutdown(socket.SHUT_WR)
+        if served and header.api_key == ApiKey.FETCH and \
                 millis(request.max_wait) / 1000 >= ANSWER_TIMEOUT_S / 2:
             # A (mutated) long poll: the broker rightly holds it for max_wait.
             assert process_alive(target.pid)
             return HELD
         while True:
             try:
-                frame = wire.read_frame()
+                frame = _read_or_close(conn)
             except TimeoutError:
-                if request is not None and header.api_key in GROUP_WAITS:
+                if served and header.api_key in GROUP_WAITS:
                     return HELD  # a JoinGroup/SyncGroup rightly waits for the rest of its group
                 raise AssertionError(f"no answer and no close within {ANSWER_TIMEOUT_S} s "
                                      f"for {sent!r}") from None
-            except (OSError, ProtocolError):
-                frame = None
             if frame is None:
-                acks_zero = request is not None and header.api_key == ApiKey.PRODUCE \
-                    and request.acks == 0
+                acks_zero = served and header.api_key == ApiKey.PRODUCE and request.acks == 0
                 # Closing after the answer is fine (Kafka does after a failed SASL handshake).
-                assert request is None or acks_zero or outcome != CLOSED, \
+                assert not served or acks_zero or outcome != CLOSED, \
                     f"the broker closed the connection on a valid request: {request!r}"
                 break
+            assert not refused, \
+                f"api {_api_key(sent)} answered before authentication: {frame[:64]!r}"
             if frame[:4] == struct.pack(">i", PROBE_CORRELATION_ID):
                 _, probe = decode_response(ApiKey.API_VERSIONS, 0, frame)
                 assert probe.error_code == ErrorCode.none
+                if pre_auth:
+                    try:
+                        guard = _read_or_close(conn)
+                    except TimeoutError:
+                        raise AssertionError("Metadata before authentication neither "
+                                             f"answered nor closed after {sent!r}") from None
+                    assert guard is None, \
+                        f"Metadata answered before authentication, after {sent[:200]!r}"
                 break
             if framed:
                 response = _decoded_response(frame, header)
@@ -571,8 +673,6 @@ def strategies() -> dict[str, st.SearchStrategy[bytes]]:
 @contextlib.contextmanager
 def rss_sampled(pid: int) -> Iterator[dict[str, int]]:
     """RSS of ``pid`` in KiB before and after the block (from /proc)."""
-    from tests.compat.clients import process_rss_kb
-
     sample = {"before_kb": process_rss_kb(pid)}
     yield sample
     sample["after_kb"] = process_rss_kb(pid)
