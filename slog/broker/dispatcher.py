@@ -93,7 +93,7 @@ class Dispatcher:
         stats.bytes_in += len(frame) + 4
         security = self._broker.security
         if session is not None and session.raw_tokens:
-            token = raw_sasl_token(security, session, frame, peer)
+            token = await raw_sasl_token(security, session, frame, peer)
             return CLOSE_CONNECTION if token is None else [token]
         try:
             header, body_offset = parse_request_header(frame)

@@ -23,11 +23,11 @@ log = logging.getLogger("slog.broker.sasl")
 _SIZE = struct.Struct(">i")
 
 
-def raw_sasl_token(security: Security, session: Session, frame: bytes | memoryview,
+async def raw_sasl_token(security: Security, session: Session, frame: bytes | memoryview,
                    peer: str) -> bytes | None:
     """The size-prefixed answer to one bare SASL token; None: close (failed)."""
     try:
-        answer = security.authenticate(session, bytes(frame))
+        answer = await security.authenticate_off_loop(session, bytes(frame))
     except SaslError as exc:
         log.info("authentication of %s failed: %s", peer, exc)
         return None

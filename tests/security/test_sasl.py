@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
 from typing import Any
 
@@ -243,3 +244,47 @@ def test_large_frames_before_login_are_refused(sasl_broker: BrokerProcess) -> No
         response = conn.request(ApiKey.METADATA, {"topics": big,
                                                   "allow_auto_topic_creation": False})
         assert len(response.topics) == 3000
+
+
+def test_plain_password_hashing_does_not_stall_other_clients(sasl_broker: BrokerProcess) -> None:
+    """A PLAIN check is one PBKDF2 of the user's iteration count: at the 1,000,000 maximum
+    about a second, which must not hold up other connections (it runs off the event loop)."""
+    added = run_cli("user", "add", "slowhash", "--iterations", "1000000", "--password-stdin",
+                    "--data-dir", str(sasl_broker.data_dir), input_text="right\n")
+    assert added.returncode == 0, added.stderr
+    attempts: list[float] = []
+
+    def wrong_login() -> None:
+        client = RawClient(sasl_broker)
+        try:
+            client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+            started = time.monotonic()
+            answer = client.request(ApiKey.SASL_AUTHENTICATE, 2,
+                                    {"auth_bytes": b"\0slowhash\0wrong"})
+            attempts.append(time.monotonic() - started)
+            assert answer.error_code == 58
+        finally:
+            client.close()
+
+    def api_versions_s() -> float:
+        client = RawClient(sasl_broker)
+        try:
+            started = time.monotonic()
+            assert client.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+            return time.monotonic() - started
+        finally:
+            client.close()
+
+    api_versions_s()  # the credentials file is re-read: let that happen first
+    attackers = [threading.Thread(target=wrong_login) for _ in range(3)]
+    for thread in attackers:
+        thread.start()
+    time.sleep(0.2)
+    latencies = []
+    while any(t.is_alive() for t in attackers) and len(latencies) < 200:
+        latencies.append(api_versions_s())
+        time.sleep(0.05)
+    for thread in attackers:
+        thread.join()
+    assert len(attempts) == 3 and min(attempts) > 0.3  # the hash really was computed
+    assert latencies and max(latencies) < min(attempts) / 2, (latencies, attempts)

@@ -51,7 +51,7 @@ async def sasl_authenticate(ctx: RequestContext, request: Any) -> dict[str, Any]
             session.close_after_response = True
         return _failed(ILLEGAL_SASL_STATE, "SaslAuthenticate is not expected now")
     try:
-        answer = security.authenticate(session, bytes(request.auth_bytes))
+        answer = await security.authenticate_off_loop(session, bytes(request.auth_bytes))
     except SaslError as exc:
         log.info("authentication of %s failed: %s", ctx.peer, exc)
         session.close_after_response = True
