@@ -115,6 +115,15 @@ class DetailScreen(Screen[None]):
     def refresh_from(self, state: DashboardState) -> None:
         raise NotImplementedError
 
+    def show_title(self, title: Text, state: DashboardState) -> None:
+        """The title, saying so when the cluster is unreachable: this screen has no header,
+        and its rows are then the last data, not live."""
+        connection = state.connection
+        if connection is not None and not connection.reachable:
+            title.append(f"\nUNREACHABLE since {fmt.clock(connection.since)}, retrying; "
+                         "showing the last data", "bold white on red")
+        self.query_one("#detail-title", Static).update(title)
+
 
 class TopicScreen(DetailScreen):
     """Partition detail: leader, replicas, ISR, log start, HW, LEO and size."""
@@ -133,7 +142,7 @@ class TopicScreen(DetailScreen):
             title.append(f"  {len(topic.partitions)} partitions, RF {topic.replication_factor},"
                          f" {fmt.size(topic.size)}, {topic.under_replicated} under-replicated")
             self.table.show(views.partition_rows(topic))
-        self.query_one("#detail-title", Static).update(title)
+        self.show_title(title, state)
         rates = state.history.topic_messages.rates(self.item)
         self.query_one("#detail-footer", Static).update(Text.assemble(
             ("messages/s ", "dim"), (fmt.spark(rates, 40), "cyan"),
@@ -159,7 +168,7 @@ class GroupScreen(DetailScreen):
             if group.error:
                 title.append(f"  {group.error}", "red")
             self.table.show(views.group_offset_rows(group))
-        self.query_one("#detail-title", Static).update(title)
+        self.show_title(title, state)
         lag = state.history.group_lag.values(self.item)
         self.query_one("#detail-footer", Static).update(Text.assemble(
             ("lag ", "dim"), (fmt.spark(lag, 40), "magenta"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,37 +20,7 @@ from slog.tui.screens import ConfirmScreen, GroupScreen, TopicScreen
 from slog.tui.widgets import Table
 from tests.brokers import BrokerProcess, free_port
 from tests.cluster.conftest import Cluster
-
-REFRESH_S = 0.5
-WAIT_S = 30.0
-
-
-def make_app(cluster: Cluster) -> DashboardApp:
-    return DashboardApp(Collector(cluster.bootstrap, data_dir=cluster.data_dir),
-                        refresh_s=REFRESH_S)
-
-
-async def until(pilot: Any, condition: Callable[[], Any], what: str,
-                timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out after {timeout_s}s waiting for {what}"
-        await pilot.pause(0.05)
-
-
-def produce(cluster: Cluster, topic: str, count: int, partition: int = 0) -> None:
-    producer = cluster.producer(acks="all")
-    for i in range(count):
-        producer.send(topic, value=b"v%d" % i, partition=partition)
-    producer.flush()
-
-
-def table_keys(app: DashboardApp, table_id: str) -> list[str]:
-    table = app.screen.query_one(f"#{table_id}", Table)
-    return [str(row.value) for row in table.rows]
+from tests.tui.live import REFRESH_S, WAIT_S, make_app, produce, table_keys, until
 
 
 def test_views_populate(cluster: Cluster) -> None:
