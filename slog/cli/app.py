@@ -60,7 +60,7 @@ def split_examples(help_text: str) -> tuple[str, list[str]]:
 
 
 def finish_help(command: Any) -> None:
-    """Move examples to the epilog, recursively (idempotent)."""
+    """Move examples to the epilog and mark variadic arguments, recursively (idempotent)."""
     import typer.core
 
     if command.help and command.epilog is None:
@@ -70,6 +70,12 @@ def finish_help(command: Any) -> None:
             # click rewraps epilog paragraphs unless they start with \b; rich keeps lines.
             keep_lines = "" if typer.core.HAS_RICH else "\b\n"
             command.epilog = keep_lines + "Examples:\n" + "\n".join(f"  {e}" for e in examples)
+    for param in getattr(command, "params", ()):
+        # An argument taking several values says so ("TOPIC..."): typer prints a given
+        # metavar as it is, without the "..." it adds to names.
+        if param.param_type_name == "argument" and param.nargs == -1 and param.metavar \
+                and not param.metavar.endswith("..."):
+            param.metavar += "..."
     for sub in getattr(command, "commands", {}).values():
         finish_help(sub)
 

@@ -142,7 +142,7 @@ def _params(command: Any) -> list[str]:
         is_option = isinstance(param, TyperOption)
         names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts]) \
             if is_option else \
-            f"`{param.metavar or param.name.upper()}{'...' if param.nargs == -1 else ''}`"
+            f"`{param.metavar or param.name.upper() + ('...' if param.nargs == -1 else '')}`"
         if is_option and getattr(param, "is_bool_flag", False) and param.secondary_opts:
             names = ", ".join(f"`{o}`" for o in param.opts) + " / " + \
                 ", ".join(f"`{o}`" for o in param.secondary_opts)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any
 
 import pytest
 import typer.main
@@ -79,12 +78,10 @@ def test_shared_option_names() -> None:
 
 
 def meaning(param: Any) -> tuple[str, str, bool]:
-    """What an option stands for, as far as the code says: the parameter it sets, that
-    parameter's type (without Optional or list) and whether it is an on/off flag."""
-    annotation = param.type_descriptor.annotation
-    while get_origin(annotation) in (Union, UnionType, list):
-        annotation = next(a for a in get_args(annotation) if a is not type(None))
-    return param.name, getattr(annotation, "__name__", str(annotation)), bool(param.is_flag)
+    """What an option stands for, as far as the code says: the parameter it sets, its
+    click type (integer, text, choice, ...) and whether it is an on/off flag."""
+    # A bounded integer ("integer range") is still an integer.
+    return param.name, param.type.name.removesuffix(" range"), bool(param.is_flag)
 
 
 def option_name_problems(leaves: list[tuple[tuple[str, ...], Any]]) -> list[str]:
