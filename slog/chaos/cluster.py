@@ -66,6 +66,23 @@ def _fill(path: Path) -> int:
     return size
 
 
+LOG_RESERVE = 1 << 20  # room kept for broker.log while its disk is full
+
+
+def _reserve_log_space(log: Path, size: int = LOG_RESERVE) -> None:
+    """Give ``log`` blocks past its end without growing it (fallocate KEEP_SIZE), so the
+    broker can still log the writes it refuses while the rest of its tmpfs is full: its
+    log lives on that tmpfs, and an append that needs a new page would fail silently."""
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    keep_size = 1  # FALLOC_FL_KEEP_SIZE
+    with contextlib.suppress(OSError), open(log, "ab") as handle:
+        libc.fallocate(handle.fileno(), keep_size, ctypes.c_int64(handle.tell()),
+                       ctypes.c_int64(size))
+
+
 class ChaosCluster:
     def __init__(self, root: Path, brokers: int, base_port: int, overrides: dict[str, str],
                  tmpfs_mb: int | None = None):
@@ -108,6 +125,7 @@ class ChaosCluster:
     def fill_disk(self, broker_id: int) -> str:
         """Leave the broker no room to grow: fill its tmpfs, or cap its file size."""
         if self.tmpfs:
+            _reserve_log_space(self.broker_log(broker_id))
             filled = _fill(self.layout.broker_dir(broker_id) / FILLER)
             return f"tmpfs filled ({filled >> 20} MiB)"
         resource.prlimit(self.pid(broker_id), resource.RLIMIT_FSIZE,
