@@ -136,9 +136,10 @@ def test_kafka_python_group(broker: BrokerProcess) -> None:
     produce(broker.bootstrap, topic, [(None, b"%d" % i, i % 4) for i in range(40)])
     group = unique("kafka-python")
     consumers = [KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group,
-                               auto_offset_reset="earliest", session_timeout_ms=6000,
+                               auto_offset_reset="earliest", session_timeout_ms=10000,
                                heartbeat_interval_ms=100, consumer_timeout_ms=100,
-                               auto_commit_interval_ms=100) for _ in range(2)]
+                               auto_commit_interval_ms=100, max_poll_interval_ms=15000)
+                 for _ in range(2)]
     for consumer in consumers:
         # kafka-python's leader assigns nothing for a topic missing from its metadata
         # cache (and only notices later), so make sure it knows the new topic first.
@@ -165,7 +166,10 @@ def test_kafka_python_group(broker: BrokerProcess) -> None:
                 return
             pending.pop(0)
 
-        wait_for(lambda: not pending, step=commit_next, what="kafka-python's commits")
+        # Both consumers share this thread, so on a slow machine kafka-python's loop can
+        # stall past a session timeout and a member must rejoin before it may commit.
+        wait_for(lambda: not pending, step=commit_next, what="kafka-python's commits",
+                 timeout_s=60)
     finally:
         for consumer in consumers:
             consumer.close()
