@@ -17,7 +17,8 @@ _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
 MAX_GROUP_ID_LENGTH = 32767  # a Kafka STRING; the group id never becomes a path
 DATA_DIR_MODE = 0o700
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__cluster_metadata"})
+OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__cluster_metadata"})
 
 
 def validate_topic_name(name: str) -> str:

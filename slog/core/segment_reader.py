@@ -20,7 +20,7 @@ from slog.core import batch
 from slog.core.batch import BatchHeader
 from slog.core.errors import CorruptRecordError
 from slog.core.records import iter_valid_batches
-from slog.core.segment import parse_segment_base
+from slog.core.segment import parse_segment_base, segment_file_stem
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A tail reads little at a time: most polls find a few new batches, or none.
@@ -41,7 +41,7 @@ def segment_bases(directory: Path) -> list[int]:
 
 
 def segment_path(directory: Path, base: int) -> Path:
-    return directory / f"{base:020d}.log"
+    return directory / f"{segment_file_stem(base)}.log"
 
 
 def iter_segment(directory: Path, base: int, start_position: int = 0,

@@ -9,7 +9,8 @@ so tools that read ``__consumer_offsets`` find it where they expect.
 
 from __future__ import annotations
 
-OFFSETS_TOPIC = "__consumer_offsets"
+from slog.core.names import OFFSETS_TOPIC as OFFSETS_TOPIC
+
 _INT_MIN = -(1 << 31)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from slog.core import batch
 from slog.core.batch import BatchHeader
 from slog.core.records import decode_records_as
+from slog.core.segment import segment_file_stem
 from slog.core.segment_reader import iter_segment, segment_bases
 
 
@@ -78,7 +79,7 @@ def _indexed_position(directory: Path, base: int, offset: int) -> int:
     """A batch position at or before ``offset`` from the segment's offset index, checked
     against the log itself; 0 when there is no usable entry (the index is only a hint)."""
     try:
-        data = (directory / f"{base:020d}.index").read_bytes()
+        data = (directory / f"{segment_file_stem(base)}.index").read_bytes()
     except OSError:
         return 0
     position = 0

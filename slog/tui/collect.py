@@ -36,9 +36,10 @@ from slog.client.errors import KafkaError
 from slog.client.group_requests import fetch_body, fetched_offsets
 from slog.client.types import ClusterMetadata, TopicPartition
 from slog.core.consumer_protocol import PROTOCOL_TYPE, WireFormatError, decode_assignment
+from slog.core.names import OFFSETS_TOPIC
 from slog.protocol.apis import ApiKey
 from slog.tui.events import Event, MetadataLogEvents
-from slog.tui.group_log import OFFSETS_TOPIC, GroupMetadataLog
+from slog.tui.group_log import GroupMetadataLog
 from slog.tui.model import (
     BrokerInfo,
     ClusterSnapshot,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from slog.core.batch import CONTROL_BIT
 from slog.core.errors import CorruptRecordError, SlogError
-from slog.core.names import DataDirLayout
+from slog.core.names import OFFSETS_TOPIC, DataDirLayout
 from slog.core.offsets_records import (
     GROUP_KEY_PREFIX,
     GroupKey,
@@ -31,7 +31,6 @@ from slog.core.records import decode_records_as
 from slog.core.segment_reader import LogTail
 from slog.core.wire import WireFormatError
 
-OFFSETS_TOPIC = "__consumer_offsets"
 KEY, VALUE = 5, 6  # in decode_records_as's (topic, partition, offset, ..., key, value, headers)
 
 
