@@ -8,7 +8,7 @@ import time
 from slog.client import Admin, NewTopic
 from slog.client.errors import KafkaError, TopicAlreadyExistsError
 from slog.protocol.apis import ApiKey
-from tests.cluster.conftest import Cluster, check_identical_replicas, wait_until
+from tests.cluster.conftest import WAIT_S, Cluster, check_identical_replicas, wait_until
 
 TOPICS = 40
 
@@ -168,5 +168,13 @@ def test_topic_recreated_under_the_same_name_while_a_replica_is_down(cluster: Cl
     values = cluster.replica_values(down, topic, 0)
     assert all(v is not None and v.startswith(b"new-") for v in values.values()), \
         f"broker {down} kept the deleted topic's records: {sorted(values.items())[:3]}"
-    wait_until(lambda: cluster.high_watermark(topic) == 10, 10, "the HW to reach 10")
+    try:
+        wait_until(lambda: cluster.high_watermark(topic) == 10, WAIT_S, "the HW to reach 10")
+    except AssertionError as exc:  # say where each replica stands, and what the leader logged
+        ends = {b: max(cluster.replica_values(b, topic, 0), default=-1) + 1
+                for b in cluster.brokers}
+        tail = "\n".join(line for line in cluster.brokers[leader].log_text.splitlines()
+                         if topic in line)[-3000:]
+        raise AssertionError(f"{exc}: HW {cluster.high_watermark(topic)}, "
+                             f"{cluster.state(topic)}, replica LEOs {ends}\n{tail}") from None
     check_identical_replicas(cluster, topic, {0: 10})
