@@ -11,32 +11,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperGroup
-
-from slog.cli import (
-    acl_cmd,
-    bench_cmd,
-    broker_cmd,
-    chaos_cmd,
-    cluster_cmd,
-    completion_cmd,
-    config_cmd,
-    consume_cmd,
-    dashboard_cmd,
-    demo,
-    dumplog_cmd,
-    elect_cmd,
-    group_cmd,
-    offsets_cmd,
-    produce_cmd,
-    reassign_cmd,
-    spark_cmd,
-    topic_cmd,
-    user_cmd,
-)
 
 ALIAS_PANEL = "Aliases"
 # "Example:", "Examples:", "Example (the soak):" ... at the start of a paragraph.
@@ -88,16 +67,44 @@ class SlogGroup(TyperGroup):
         finish_help(self)
 
 
-app = typer.Typer(
-    name="slog",
-    cls=SlogGroup,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+# Every subcommand, in help order: name → (module in slog.cli, attribute, kind). A
+# "group" attribute is a Typer app; a "command" attribute is a function. A run imports
+# only the module of the command it runs (see ``main``).
+SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
+    "broker": ("broker_cmd", "app", "group"),
+    "cluster": ("cluster_cmd", "app", "group"),
+    "chaos": ("chaos_cmd", "app", "group"),
+    "group": ("group_cmd", "app", "group"),
+    "topic": ("topic_cmd", "app", "group"),
+    "produce": ("produce_cmd", "produce", "command"),
+    "consume": ("consume_cmd", "consume", "command"),
+    "demo": ("demo", "demo", "command"),
+    "dashboard": ("dashboard_cmd", "dashboard", "command"),
+    "reassign": ("reassign_cmd", "app", "group"),
+    "bench": ("bench_cmd", "app", "group"),
+    "dump-log": ("dumplog_cmd", "dump_log", "command"),
+    "get-offsets": ("offsets_cmd", "get_offsets", "command"),
+    "spark-export": ("spark_cmd", "spark_export", "command"),
+    "elect-leaders": ("elect_cmd", "elect_leaders", "command"),
+    "config": ("config_cmd", "app", "group"),
+    "completion": ("completion_cmd", "app", "group"),
+    "user": ("user_cmd", "app", "group"),
+    "acl": ("acl_cmd", "app", "group"),
+    # Aliases: the design card's names, listed in their own help panel.
+    "preferred-leader-election": ("elect_cmd", "preferred_leader_election", "command"),
+    "describe-group": ("group_cmd", "describe", "command"),
+}
+ALIAS_HELP = {
+    "preferred-leader-election":
+        "Alias of `slog elect-leaders --type preferred`.\n\n"
+        "Examples:\n  slog preferred-leader-election orders payments\n"
+        "  slog preferred-leader-election -r 'orders-.*'",
+    "describe-group":
+        "Alias of `slog group describe`: offsets and lag, --members or --state.\n\n"
+        "Example: slog describe-group billing --members",
+}
 
 
-@app.callback()
 def _global_options(
     ctx: typer.Context,
     profile: Annotated[str | None, typer.Option(
@@ -135,35 +142,33 @@ def _global_options(
         ctx.default_map = default_map(ctx.command, loaded.values)
 
 
-app.add_typer(broker_cmd.app, name="broker")
-app.add_typer(cluster_cmd.app, name="cluster")
-app.add_typer(chaos_cmd.app, name="chaos")
-app.add_typer(group_cmd.app, name="group")
-app.add_typer(topic_cmd.app, name="topic")
-app.command(name="produce")(produce_cmd.produce)
-app.command(name="consume")(consume_cmd.consume)
-app.command(name="demo")(demo.demo)
-app.command(name="dashboard")(dashboard_cmd.dashboard)
-app.add_typer(reassign_cmd.app, name="reassign")
-app.add_typer(bench_cmd.app, name="bench")
-app.command(name="dump-log")(dumplog_cmd.dump_log)
-app.command(name="get-offsets")(offsets_cmd.get_offsets)
-app.command(name="spark-export")(spark_cmd.spark_export)
-app.command(name="elect-leaders")(elect_cmd.elect_leaders)
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(completion_cmd.app, name="completion")
-app.add_typer(user_cmd.app, name="user")
-app.add_typer(acl_cmd.app, name="acl")
+def build_app(names: Iterable[str] | None = None) -> typer.Typer:
+    """The ``slog`` app with the named subcommands (all of them by default)."""
+    from importlib import import_module
 
-# Aliases: the design card's names, listed in their own help panel.
-app.command(name="preferred-leader-election", rich_help_panel=ALIAS_PANEL,
-            help="Alias of `slog elect-leaders --type preferred`.\n\n"
-                 "Examples:\n  slog preferred-leader-election orders payments\n"
-                 "  slog preferred-leader-election -r 'orders-.*'")(
-    elect_cmd.preferred_leader_election)
-app.command(name="describe-group", rich_help_panel=ALIAS_PANEL,
-            help="Alias of `slog group describe`: offsets and lag, --members or --state.\n\n"
-                 "Example: slog describe-group billing --members")(group_cmd.describe)
+    root = typer.Typer(name="slog", cls=SlogGroup, no_args_is_help=True,
+                       add_completion=False, pretty_exceptions_enable=False)
+    root.callback()(_global_options)
+    wanted = set(SUBCOMMANDS if names is None else names)
+    for name, (module, attribute, kind) in SUBCOMMANDS.items():
+        if name not in wanted:
+            continue
+        target = getattr(import_module(f"slog.cli.{module}"), attribute)
+        if kind == "group":
+            root.add_typer(target, name=name)
+        elif name in ALIAS_HELP:
+            root.command(name=name, rich_help_panel=ALIAS_PANEL, help=ALIAS_HELP[name])(target)
+        else:
+            root.command(name=name)(target)
+    return root
+
+
+def __getattr__(name: str) -> Any:
+    """``app``, the whole command tree, is built on first use (tests, docs, completion)."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _root_command_name(argv: list[str]) -> str | None:
@@ -177,20 +182,19 @@ def _root_command_name(argv: list[str]) -> str | None:
     return None
 
 
-def _build_only_what_runs(argv: list[str]) -> None:
-    """Typer builds the whole click tree on every run, evaluating every annotation of every
-    command; a run needs one subtree. Keep only the named command, or, for the root's own
-    help, every command without its parameters (the listing needs names and summaries)."""
+def app_for_run(argv: list[str]) -> typer.Typer:
+    """The command tree a run needs. Typer builds the click tree of every registered
+    command on each run, evaluating every annotation, and each command module has imports
+    of its own: a run gets only the subcommand it names. The root's own help (and an
+    unknown name, so click's error is the usual one) gets every command without its
+    parameters: the listing needs names and summaries only."""
     import copy
 
     name = _root_command_name(argv)
-    commands, groups = app.registered_commands, app.registered_groups
-    names = {c.name for c in commands} | {g.name for g in groups}
-    if name is not None:
-        if name in names:
-            app.registered_commands = [c for c in commands if c.name == name]
-            app.registered_groups = [g for g in groups if g.name == name]
-        return
+    if name in SUBCOMMANDS:
+        _load_kio_without_asyncio()  # before the command's module imports the client
+        return build_app([name])
+    whole = build_app()
 
     def summary_only(command: Any) -> Any:
         stub = copy.copy(command)
@@ -204,8 +208,9 @@ def _build_only_what_runs(argv: list[str]) -> None:
         stub.typer_instance = sub
         return stub
 
-    app.registered_commands = [summary_only(c) for c in commands]
-    app.registered_groups = [without_subcommands(g) for g in groups]
+    whole.registered_commands = [summary_only(c) for c in whole.registered_commands]
+    whole.registered_groups = [without_subcommands(g) for g in whole.registered_groups]
+    return whole
 
 
 def inspect_doc(callback: Any) -> str | None:
@@ -218,8 +223,31 @@ def _no_parameters() -> None:
     """Stands in for a command while only the root's help is printed."""
 
 
-def _prepare_process() -> None:
-    """Process-wide settings for a real run (not for in-process tests)."""
+def _load_kio_without_asyncio() -> None:
+    """Load kio's serializers without asyncio, which costs ~45 ms: a third of what a short
+    command like `slog topic list` spends beyond the interpreter's own start-up.
+
+    kio.serial.writers imports asyncio only to spell a type alias with
+    ``asyncio.StreamWriter``. It is loaded here against a stand-in module holding just
+    that name, which is removed again at once: a command that needs an event loop
+    (dashboard, bench, chaos) still gets the real asyncio from its own import.
+    """
+    if "asyncio" in sys.modules or "kio.serial" in sys.modules:
+        return
+    import types
+
+    stand_in = types.ModuleType("asyncio")
+    stand_in.StreamWriter = type("StreamWriter", (), {})  # type: ignore[attr-defined]
+    sys.modules["asyncio"] = stand_in
+    try:
+        import kio.serial  # noqa: F401
+    finally:
+        if sys.modules.get("asyncio") is stand_in:
+            del sys.modules["asyncio"]
+
+
+def _prepare_process() -> typer.Typer:
+    """Process-wide settings for a real run (not for in-process tests); the app to run."""
     import typer.core
 
     # Plain help when piped or NO_COLOR, as for tables (and rich's help renderer is the
@@ -234,17 +262,17 @@ def _prepare_process() -> None:
         from typer._completion_classes import completion_init
 
         completion_init()
-    else:
-        _build_only_what_runs(sys.argv[1:])
+        return build_app()
+    return app_for_run(sys.argv[1:])
 
 
 def main() -> None:
     """Entry point: no traceback reaches the user unless --debug or SLOG_DEBUG is set."""
     from slog.cli.common import EXIT_FAILURE, debug_enabled
 
-    _prepare_process()
+    run = _prepare_process()
     try:
-        app(prog_name="slog")
+        run(prog_name="slog")
     except Exception as exc:
         if debug_enabled():
             raise

@@ -12,8 +12,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 # Re-exported: the defaults live in core so that spark and tui can use them too.
-from slog.core.datadir import DEFAULT_BOOTSTRAP as DEFAULT_BOOTSTRAP
-from slog.core.datadir import default_data_dir as default_data_dir
+from slog.core.names import DEFAULT_BOOTSTRAP as DEFAULT_BOOTSTRAP
+from slog.core.names import default_data_dir as default_data_dir
 
 EXIT_OK = 0
 EXIT_FAILURE = 1

@@ -22,15 +22,17 @@ import itertools
 import os
 import socket
 from collections import deque
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from slog.client.errors import BrokerUnavailableError, ConnectionClosedError, KafkaError
-from slog.core.scram import SaslError, SaslLogin, client_exchange
 from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.framing import recv_frame
 from slog.protocol.shapes import shape
+
+if TYPE_CHECKING:  # SASL code (hashlib, hmac) loads only for a login: CLI start-up time
+    from slog.core.scram import SaslLogin
 
 __all__ = [
     "CLIENT_MAX_VERSIONS",
@@ -69,6 +71,8 @@ def sasl_login_from_env() -> SaslLogin | None:
     mechanism = os.environ.get("SLOG_SASL_MECHANISM", "").strip().upper()
     if not mechanism:
         return None
+    from slog.core.scram import SaslLogin
+
     username = os.environ.get("SLOG_SASL_USERNAME", "")
     if not username:
         raise ValueError("SLOG_SASL_MECHANISM is set but SLOG_SASL_USERNAME is not")
@@ -150,6 +154,8 @@ class BrokerConnection:
 
     def _authenticate(self, login: SaslLogin) -> None:
         """SaslHandshake v1, then SaslAuthenticate rounds (KIP-152)."""
+        from slog.core.scram import SaslError, client_exchange
+
         handshake = self._request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": login.mechanism})
         if handshake.error_code:
             raise KafkaError.for_code(handshake.error_code, (

@@ -14,18 +14,6 @@ from slog.core.checkpoint import write_atomically
 from slog.core.errors import DataDirError
 from slog.core.names import DataDirLayout
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
-
-def default_data_dir() -> Path:
-    """``$SLOG_DATA_DIR``, else ``$XDG_DATA_HOME/slog`` (``~/.local/share/slog``)."""
-    configured = os.environ.get("SLOG_DATA_DIR")
-    if configured:
-        return Path(configured).expanduser()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "slog"
-
-
 FORMAT_VERSION = 1
 
 

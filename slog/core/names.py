@@ -20,6 +20,17 @@ DATA_DIR_MODE = 0o700
 OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__cluster_metadata"})
 
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def default_data_dir() -> Path:
+    """``$SLOG_DATA_DIR``, else ``$XDG_DATA_HOME/slog`` (``~/.local/share/slog``)."""
+    configured = os.environ.get("SLOG_DATA_DIR")
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "slog"
+
 
 def validate_topic_name(name: str) -> str:
     """Return ``name`` if Kafka would accept it as a topic, else raise InvalidTopicError."""

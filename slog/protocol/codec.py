@@ -465,11 +465,11 @@ def decode_response(api_key: int, api_version: int, frame: Buf) -> tuple[int, En
             # otherwise fall back to v0 on failure like Kafka's
             # ApiVersionsResponse.parse does.
             (code,) = _INT16.unpack_from(frame, pos)
-            order = (response_class(api_key, 0), cls) if code else (cls, response_class(api_key, 0))
+            first, second = (0, api_version) if code else (api_version, 0)
             try:
-                return correlation_id, _decode_body(order[0], frame, pos)
+                return correlation_id, _decode_body(response_class(api_key, first), frame, pos)
             except Exception:
-                return correlation_id, _decode_body(order[1], frame, pos)
+                return correlation_id, _decode_body(response_class(api_key, second), frame, pos)
         return correlation_id, _decode_body(cls, frame, pos)
     except Exception as exc:
         raise MalformedResponseError(

@@ -7,12 +7,15 @@ reads as a 369 MB frame) cannot make us allocate memory.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from slog.protocol.errors import FrameTooLargeError, MalformedFrameError
+
+if TYPE_CHECKING:  # a blocking client never loads asyncio (CLI start-up time)
+    import asyncio
 
 __all__ = ["frame", "frame_size", "read_frame", "recv_frame"]
 
@@ -37,7 +40,7 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
     """
     try:
         prefix = await reader.readexactly(4)
-    except asyncio.IncompleteReadError as exc:
+    except EOFError as exc:  # asyncio.IncompleteReadError, which carries .partial
         if not exc.partial:
             return None
         raise MalformedFrameError(
@@ -49,7 +52,7 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
         return b""
     try:
         return await reader.readexactly(size)
-    except asyncio.IncompleteReadError as exc:
+    except EOFError as exc:  # asyncio.IncompleteReadError
         raise MalformedFrameError(
             f"connection closed after {len(exc.partial)} of {size} frame bytes"
         ) from None

@@ -190,7 +190,7 @@ def open_catalog(options: SourceOptions) -> Catalog:
         return DataDirCatalog(options.data_dir)
     if options.bootstrap is not None:
         return ProtocolCatalog(options.bootstrap)
-    from slog.core.datadir import DEFAULT_BOOTSTRAP, default_data_dir
+    from slog.core.names import DEFAULT_BOOTSTRAP, default_data_dir
 
     default = default_data_dir()
     if (default / "cluster.json").exists():

@@ -180,7 +180,7 @@ def _source_frame(spark: Any, plan: ExportPlan) -> Any:
 
 
 def _default_data_dir() -> str:
-    from slog.core.datadir import default_data_dir
+    from slog.core.names import default_data_dir
 
     return str(default_data_dir())
 

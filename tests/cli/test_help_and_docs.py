@@ -212,7 +212,9 @@ def test_completion_install_default_places(tmp_path: Any) -> None:
     (["--help"], ["slog.client", "slog.protocol", "kio", "rich", "textual", "pyspark",
                   "pyarrow", "hypothesis"]),
     (["topic", "list", "-b", "127.0.0.1:1"], ["rich", "textual", "pyspark", "pyarrow",
-                                              "pandas", "hypothesis"]),
+                                              "pandas", "hypothesis", "asyncio", "tomllib",
+                                              "slog.core.scram", "slog.core.datadir",
+                                              "slog.cli.acl_cmd", "slog.cli.group_cmd"]),
 ])
 def test_simple_commands_import_little(args: list[str], unwanted: list[str]) -> None:
     """Piped (so plain output): `slog --help` loads no client and no rich; `slog topic
@@ -224,6 +226,28 @@ def test_simple_commands_import_little(args: list[str], unwanted: list[str]) -> 
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert "LOADED []" in result.stdout, result.stdout[-500:] + result.stderr[-2000:]
+
+
+def test_asyncio_left_out_at_start_up_still_loads_for_real() -> None:
+    """The CLI loads kio without asyncio; a command that then needs an event loop gets
+    the real asyncio, and kio still encodes and decodes."""
+    code = ("import sys, runpy; sys.argv = ['slog', 'topic', 'list', '-b', '127.0.0.1:1']\n"
+            "try:\n    runpy.run_module('slog.cli', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "import asyncio\n"
+            "print('LOOP', asyncio.run(asyncio.sleep(0, 'ran')))\n"
+            "from slog.protocol.apis import ApiKey, request_class\n"
+            "from slog.protocol.codec import decode_request, encode_request\n"
+            "from slog.protocol.headers import parse_request_header\n"
+            "req = request_class(ApiKey.API_VERSIONS, 3)(client_software_name='t',\n"
+            "                                              client_software_version='1')\n"
+            "frame = encode_request(req, correlation_id=7, client_id='c')[4:]\n"
+            "header, at = parse_request_header(frame)\n"
+            "print('KIO', header.correlation_id, decode_request(header, frame, at) == req)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert "LOOP ran" in result.stdout and "KIO 7 True" in result.stdout, \
+        result.stdout[-500:] + result.stderr[-2000:]
 
 
 def test_the_command_to_build_is_found_after_global_options() -> None:
