@@ -69,7 +69,7 @@ class SlogGroup(TyperGroup):
 
 # Every subcommand, in help order: name → (module in slog.cli, attribute, kind). A
 # "group" attribute is a Typer app; a "command" attribute is a function. A run imports
-# only the module of the command it runs (see ``main``).
+# only the module of the command it runs (see ``app_for_run``).
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "broker": ("broker_cmd", "app", "group"),
     "cluster": ("cluster_cmd", "app", "group"),
