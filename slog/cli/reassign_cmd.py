@@ -180,7 +180,8 @@ def generate(
                            rack_mode=RackAwareMode.DISABLED if disable_rack_aware
                            else RackAwareMode.ENFORCED)
     except PlanError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+        fail(str(exc), code=EXIT_USAGE, hint="--disable-rack-aware places replicas ignoring "
+             "racks" if "rack" in str(exc) else None)
     if save is not None:
         _write_plan(save, proposed)
     if output.structured or not sys.stdout.isatty():
