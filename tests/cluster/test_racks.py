@@ -192,6 +192,25 @@ def test_confluent_consumer_in_a_follower_rack_reads_everything_from_the_followe
     assert any("to 2" in line for line in migrations), migrations or debug_lines[-20:]
 
 
+def test_slog_consumer_with_a_client_rack_follows_the_preferred_replica(racked: Cluster
+                                                                         ) -> None:
+    from slog.client import TopicPartition
+
+    consumer = racked.consumer(client_rack="c", fetch_max_wait_ms=100)
+    tp = TopicPartition(NEAR, 0)
+    consumer.assign([tp])
+    consumer.seek(tp, 0)
+    values: list[bytes | None] = []
+    deadline = time.monotonic() + 30
+    while len(values) < 200:
+        assert time.monotonic() < deadline, f"read {len(values)} of 200"
+        values += [r.value for r in consumer.poll(200)]
+    fetched_from = set(consumer._cluster.pooled("fetch"))  # its fetch connections
+    consumer.close()
+    assert values == [f"v{i}".encode() for i in range(200)]
+    assert 3 in fetched_from, fetched_from
+
+
 def test_a_follower_serves_up_to_its_high_watermark_only(racked: Cluster) -> None:
     """Broker 3 paused keeps the HW at 200 while follower 2 already holds more."""
     racked.pause(3)
