@@ -121,7 +121,8 @@ class Broker:
 
     def publish(self, port: int) -> None:
         """Write broker.json once the listener's port is known."""
-        self.info = BrokerInfo(self.broker_id, self.config.host, port, os.getpid(), time.time())
+        self.info = BrokerInfo(self.broker_id, self.config.host, port, os.getpid(), time.time(),
+                               rack=self.config.rack)
         write_broker_info(self.layout, self.info)
 
     def poll_metadata(self) -> bool:
@@ -177,7 +178,8 @@ class Broker:
                 continue  # never finished starting: nothing to register or fence
             statuses.append(BrokerStatus(
                 seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
-                healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down))
+                healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down,
+                rack=seen.info.rack))
         self.controller.sync_liveness(statuses)
         self.controller.tick()  # reassignment steps, auto leader rebalance
 

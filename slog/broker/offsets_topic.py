@@ -22,6 +22,7 @@ from slog.groups.member import Errors
 from slog.groups.placement import OFFSETS_TOPIC
 from slog.replication.controller import NewTopic
 from slog.replication.partition import Partition, ReplicaError
+from slog.replication.placement import RackAwareMode
 
 if TYPE_CHECKING:
     from slog.broker.broker import Broker
@@ -118,6 +119,7 @@ def offsets_topic_spec(config: BrokerConfig, live_brokers: int) -> NewTopic:
                  "segment.bytes": config.values["offsets.topic.segment.bytes"],
                  # 50 partitions preallocating whole segments would take gigabytes.
                  "preallocate": "false"},
+        rack_mode=RackAwareMode.SAFE,  # a broker creates it: never refused over racks
     )
 
 

@@ -88,8 +88,14 @@ def _progress(message: str, output: OutputFormat) -> Iterator[_Progress]:
 def _broker_rows(view: ClusterView, extra: dict[int, dict[str, Any]] | None = None
                  ) -> list[dict[str, Any]]:
     return [{"id": b.broker_id, "address": b.address, "pid": b.pid, "status": b.status,
-             "controller": "yes" if b.controller else None, **(extra or {}).get(b.broker_id, {})}
+             "controller": "yes" if b.controller else None, "rack": b.rack,
+             **(extra or {}).get(b.broker_id, {})}
             for b in view.brokers]
+
+
+def _broker_columns(view: ClusterView) -> list[str]:
+    """The rack column only when some broker has a rack."""
+    return [*BROKER_COLUMNS, "rack"] if any(b.rack for b in view.brokers) else BROKER_COLUMNS
 
 
 def _controller_line(view: ClusterView) -> str:
@@ -150,15 +156,18 @@ def up(
     host: Annotated[str, typer.Option(help="Address the brokers listen on.")] = "127.0.0.1",
     config: Annotated[list[str] | None, typer.Option(
         "--config", "-c", help="Broker setting key=value for every broker (repeatable).")] = None,
+    racks: Annotated[str | None, typer.Option(
+        help="Racks (broker.rack) given to brokers 1..N round-robin, e.g. a,b,c.")] = None,
     timeout: Annotated[float, typer.Option(
         min=0.1, help="Seconds to wait for a healthy cluster.")] = 15.0,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Start brokers 1..N (those not running yet) and wait until they form a cluster.
 
-    A progress bar of the brokers serving shows on a terminal.
+    A progress bar of the brokers serving shows on a terminal. With --racks,
+    topics place each partition's replicas in different racks.
 
-    Example: slog cluster up --brokers 3 --base-port 9092
+    Example: slog cluster up --brokers 3 --base-port 9092 --racks a,b,c
     """
     from slog.broker.daemon import BrokerStartError, start_daemon
     from slog.cli.cluster_view import DataDirWatcher
@@ -171,8 +180,14 @@ def up(
     if base_port + brokers - 1 > 65535:
         fail(f"ports {base_port}..{base_port + brokers - 1} go past 65535",
              hint="choose a lower --base-port", code=EXIT_USAGE)
+    rack_names = [r.strip() for r in racks.split(",")] if racks is not None else []
+    if racks is not None and not all(rack_names):
+        fail(f"--racks {racks!r} has an empty rack name", hint="e.g. --racks a,b,c",
+             code=EXIT_USAGE)
     try:
         overrides = parse_key_values(config or [])
+        if rack_names and "broker.rack" in overrides:
+            fail("give racks with --racks or with -c broker.rack=..., not both", code=EXIT_USAGE)
         BrokerConfig.build(1, _root(data_dir), host, base_port, overrides)  # validate first
         root = ensure_data_dir(_root(data_dir))
     except ConfigError as exc:
@@ -189,7 +204,10 @@ def up(
              "already in use", hint="choose another --base-port, or stop what listens there")
 
     def start(broker_id: int) -> object:
-        return start_daemon(broker_id, root, f"{host}:{to_start[broker_id]}", overrides,
+        settings = dict(overrides)
+        if rack_names:
+            settings["broker.rack"] = rack_names[(broker_id - 1) % len(rack_names)]
+        return start_daemon(broker_id, root, f"{host}:{to_start[broker_id]}", settings,
                             timeout_s=max(0.1, deadline - time.monotonic()))
 
     expected = sorted(running | set(wanted))
@@ -225,7 +243,7 @@ def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: Out
         data["elapsed_s"] = round(elapsed_s, 3)
         print_data(data, output)
         return
-    print_table(_broker_rows(view, actions), [*BROKER_COLUMNS, "action"])
+    print_table(_broker_rows(view, actions), [*_broker_columns(view), "action"])
     started = sum(1 for a in actions.values() if a["action"] == "started")
     typer.echo(f"{_controller_line(view)}; {started} started, "
                f"{len(actions) - started} already running, in {elapsed_s:.2f}s")
@@ -345,7 +363,7 @@ def _print_status(view: ClusterView, output: OutputFormat) -> None:
     if output.structured:
         print_data(view.to_json(), output)
         return
-    print_table(_broker_rows(view), BROKER_COLUMNS)
+    print_table(_broker_rows(view), _broker_columns(view))
     typer.echo(f"{_controller_line(view)}; {view.topic_count} topic(s), "
                f"{len(view.partitions)} partition(s)")
     sections: list[tuple[str, list[Any], list[str]]] = [

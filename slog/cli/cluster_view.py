@@ -45,6 +45,7 @@ class BrokerState:
     registered: bool  # the controller registered this incarnation
     fenced: bool
     controller: bool
+    rack: str | None = None  # broker.rack
 
     @property
     def address(self) -> str | None:
@@ -66,7 +67,7 @@ class BrokerState:
     def to_json(self) -> dict[str, Any]:
         return {"id": self.broker_id, "host": self.host, "port": self.port, "pid": self.pid,
                 "alive": self.alive, "fenced": self.fenced, "controller": self.controller,
-                "status": self.status}
+                "status": self.status, "rack": self.rack}
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,8 @@ class DataDirWatcher:
             alive=alive, registered=registered,
             fenced=registration is not None and registration.fenced,
             # The image names the latest controller; it is current only while it runs.
-            controller=alive and image.controller_id == broker_id)
+            controller=alive and image.controller_id == broker_id,
+            rack=info.rack if info is not None else registration.rack if registration else None)
 
 
 # -- the protocol --------------------------------------------------------------------------
@@ -273,7 +275,7 @@ def view_from_protocol(bootstrap: str, request_timeout_ms: int = 5000) -> Cluste
         referenced = {r for t in meta.topics.values() for p in t.partitions.values()
                       for r in p.replicas}
         brokers = [BrokerState(b.node_id, b.host, b.port, None, True, True, False,
-                               b.node_id == meta.controller_id)
+                               b.node_id == meta.controller_id, b.rack)
                    for b in sorted(meta.brokers.values(), key=lambda b: b.node_id)]
         brokers += [BrokerState(b, None, None, None, False, False, False, False)
                     for b in sorted(referenced - listed)]

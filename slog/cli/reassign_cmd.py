@@ -83,6 +83,7 @@ class ClusterAssignment:
 
         meta = admin.cluster.refresh_metadata(None)
         self.brokers = sorted(meta.brokers)
+        self.racks = {b.node_id: b.rack for b in meta.brokers.values()}
         self.ongoing: dict[TopicPartition, PartitionReassignment] = \
             admin.list_partition_reassignments()
         self.replicas: dict[tuple[str, int], tuple[int, ...]] = {
@@ -146,6 +147,10 @@ def generate(
                                          show_default=False)],
     save: Annotated[Path | None, typer.Option(
         help="Also write the proposed plan to this file.")] = None,
+    disable_rack_aware: Annotated[bool, typer.Option(
+        "--disable-rack-aware",
+        help="Ignore broker racks (by default each partition's replicas span racks when "
+             "every broker has one).")] = False,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
@@ -153,6 +158,7 @@ def generate(
 
     Example: slog reassign generate --topics orders --brokers 2,3,4 --save plan.json
     """
+    from slog.replication.placement import RackAwareMode
     from slog.replication.reassignment import PlanError, propose
 
     names = list(dict.fromkeys(t.strip() for t in topics.split(",") if t.strip()))
@@ -170,9 +176,12 @@ def generate(
         fail(f"unknown broker(s) {unknown}; the cluster has {cluster.brokers}", code=EXIT_USAGE)
     current = {k: v for k, v in cluster.original.items() if k[0] in names}
     try:
-        proposed = propose(current, names, broker_ids)
+        proposed = propose(current, names, broker_ids, racks=cluster.racks,
+                           rack_mode=RackAwareMode.DISABLED if disable_rack_aware
+                           else RackAwareMode.ENFORCED)
     except PlanError as exc:
-        fail(str(exc), code=EXIT_USAGE)
+        fail(str(exc), code=EXIT_USAGE, hint="--disable-rack-aware places replicas ignoring "
+             "racks" if "rack" in str(exc) else None)
     if save is not None:
         _write_plan(save, proposed)
     if output.structured or not sys.stdout.isatty():

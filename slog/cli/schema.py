@@ -42,7 +42,8 @@ PLAN_FIELDS = {"version": "plan format version (1)",
 BROKER_FIELDS = {"id": "broker id", "host": "listen host", "port": "listen port",
                  "pid": "process id, or null", "alive": "process running",
                  "fenced": "fenced by the controller", "controller": "is the controller",
-                 "status": "serving, fenced, starting, stopped...", "action": "cluster up only"}
+                 "status": "serving, fenced, starting, stopped...", "action": "cluster up only",
+                 "rack": "broker.rack, or null"}
 CLUSTER_FIELDS = {
     "source": "data-dir or protocol", "location": "data dir or bootstrap list",
     "cluster_id": "cluster id, or null", "healthy": "true when nothing is wrong",

@@ -85,6 +85,7 @@ class Consumer:
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
         metadata_max_age_ms: int = 300_000,
+        client_rack: str = "",
     ):
         if auto_offset_reset not in RESET_STRATEGIES:
             raise ValueError(f"auto_offset_reset must be one of {RESET_STRATEGIES}")
@@ -107,7 +108,8 @@ class Consumer:
             fetch_max_wait_ms=fetch_max_wait_ms,
             max_partition_fetch_bytes=max_partition_fetch_bytes,
             fetch_max_bytes=fetch_max_bytes, isolation_level=self._isolation_level,
-            retry_backoff_ms=retry_backoff_ms)
+            retry_backoff_ms=retry_backoff_ms, client_rack=client_rack,
+            metadata_max_age_ms=metadata_max_age_ms)
         self._metadata_next = 0.0
         self._closed = False
         self._group: ConsumerGroup | None = None

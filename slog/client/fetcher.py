@@ -8,6 +8,11 @@ no record decoding), so the next Fetch can go out while the caller is still
 working through the records: that is the prefetch. Up to
 ``PREFETCH_DEPTH`` completed fetches per partition wait in the buffer.
 
+With ``client_rack`` set (KIP-392), Fetch requests carry it as ``rack_id``; a
+leader that answers with ``preferred_read_replica`` sends that partition's
+next fetches to the named follower until ``metadata_max_age_ms`` passes or the
+follower answers with an error, when the leader is asked again.
+
 Records are decoded only when ``collect()`` hands them out, a batch at a time,
 straight into :class:`ConsumerRecord` objects
 (:func:`slog.core.records.decode_records_as`): control batches and batches
@@ -48,6 +53,7 @@ CHANNEL = "fetch"
 PREFETCH_DEPTH = 2
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
 _CORRUPT = int(ErrorCode.corrupt_message)
+NO_PREFERRED_REPLICA = -1
 
 
 def complete_batches_end(data: bytes) -> tuple[int | None, int]:
@@ -123,7 +129,8 @@ class CompletedFetch:
 class Fetcher:
     def __init__(self, cluster: ClusterClient, subscription: SubscriptionState, *,
                  fetch_min_bytes: int, fetch_max_wait_ms: int, max_partition_fetch_bytes: int,
-                 fetch_max_bytes: int, isolation_level: int, retry_backoff_ms: int):
+                 fetch_max_bytes: int, isolation_level: int, retry_backoff_ms: int,
+                 client_rack: str = "", metadata_max_age_ms: int = 300_000):
         self._cluster = cluster
         self._subs = subscription
         self._min_bytes = fetch_min_bytes
@@ -132,6 +139,10 @@ class Fetcher:
         self._max_bytes = fetch_max_bytes
         self._isolation_level = isolation_level
         self._backoff_s = retry_backoff_ms / 1000
+        self._client_rack = client_rack
+        self._preferred_max_age_s = metadata_max_age_ms / 1000
+        # tp -> (follower to read from, until when): KIP-392's preferred read replica
+        self._preferred: dict[TopicPartition, tuple[int, float]] = {}
         self._completed: deque[CompletedFetch] = deque()
         self._buffered: dict[TopicPartition, int] = {}
         # broker -> {tp: (generation, fetch offset)} of its one in-flight Fetch
@@ -153,10 +164,23 @@ class Fetcher:
             leader = self._cluster.leader_for(*tp)
             if leader is None:
                 self.metadata_needed = True
-            elif leader not in self._in_flight and self._broker_backoff.get(leader, 0) <= now:
-                by_leader.setdefault(leader, []).append((tp, state))
-        for leader, parts in by_leader.items():
-            self._send(leader, parts, now)
+                continue
+            node = self._read_replica(tp, leader, now)
+            if node not in self._in_flight and self._broker_backoff.get(node, 0) <= now:
+                by_leader.setdefault(node, []).append((tp, state))
+        for node, parts in by_leader.items():
+            self._send(node, parts, now)
+
+    def _read_replica(self, tp: TopicPartition, leader: int, now: float) -> int:
+        """The broker to fetch ``tp`` from: a live preferred read replica, else the leader."""
+        preferred = self._preferred.get(tp)
+        if preferred is None:
+            return leader
+        node, until = preferred
+        if until <= now or node not in self._cluster.metadata.brokers:
+            del self._preferred[tp]
+            return leader
+        return node
 
     def _send(self, leader: int, parts: list[tuple[TopicPartition, PartitionState]],
               now: float) -> None:
@@ -178,7 +202,7 @@ class Fetcher:
                 "max_bytes": self._max_bytes, "isolation_level": self._isolation_level,
                 "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [], "rack_id": self._client_rack}
         try:
             self._cluster.connection(leader, CHANNEL).send(ApiKey.FETCH, body)
         except ConnectionError as exc:
@@ -200,18 +224,18 @@ class Fetcher:
         except (OSError, ValueError):
             return False
         for fd in readable:
-            leader, conn = conns[fd]
-            pending = self._in_flight.pop(leader)
+            node, conn = conns[fd]
+            pending = self._in_flight.pop(node)
             try:
                 _, response = conn.receive()
             except ConnectionError as exc:
-                self._connection_failed(leader, str(exc), time.monotonic())
+                self._connection_failed(node, str(exc), time.monotonic())
                 continue
-            self._handle_response(pending, response)
+            self._handle_response(pending, response, node)
         return bool(readable)
 
     def _handle_response(self, pending: dict[TopicPartition, tuple[int, int]],
-                         response: Any) -> None:
+                         response: Any, node: int) -> None:
         if response.error_code:
             self._errors.append(KafkaError.for_code(response.error_code, "fetch failed"))
             return
@@ -223,10 +247,18 @@ class Fetcher:
                 if sent is None or state is None or (state.generation, state.fetch_position) \
                         != sent:
                     continue  # moved (seek, reset, re-assignment) since the request
-                self._handle_partition(tp, state, part)
+                self._handle_partition(tp, state, part, node)
 
-    def _handle_partition(self, tp: TopicPartition, state: PartitionState, part: Any) -> None:
+    def _handle_partition(self, tp: TopicPartition, state: PartitionState, part: Any,
+                          node: int) -> None:
         code = int(part.error_code)
+        if code and self._preferred.get(tp, (None, 0.0))[0] == node:
+            del self._preferred[tp]
+            return  # the follower could not serve it: the leader is asked next
+        preferred = getattr(part, "preferred_read_replica", NO_PREFERRED_REPLICA)
+        if not code and preferred >= 0 and preferred != node:
+            self._preferred[tp] = (preferred, time.monotonic() + self._preferred_max_age_s)
+            return  # the leader sent no records, only where to read them
         if code:
             if code == _OUT_OF_RANGE:
                 self.out_of_range.append(tp)
@@ -250,11 +282,12 @@ class Fetcher:
         self._completed.append(CompletedFetch(tp, state.generation, data))
         self._buffered[tp] = self._buffered.get(tp, 0) + 1
 
-    def _connection_failed(self, leader: int, reason: str, now: float) -> None:
-        log.debug("fetch connection to broker %s failed: %s", leader, reason)
-        self._cluster.close_connection(leader, CHANNEL)
-        self._in_flight.pop(leader, None)
-        self._broker_backoff[leader] = now + self._backoff_s
+    def _connection_failed(self, node: int, reason: str, now: float) -> None:
+        log.debug("fetch connection to broker %s failed: %s", node, reason)
+        self._cluster.close_connection(node, CHANNEL)
+        self._in_flight.pop(node, None)
+        self._broker_backoff[node] = now + self._backoff_s
+        self._preferred = {tp: p for tp, p in self._preferred.items() if p[0] != node}
         self.metadata_needed = True
 
     # -- handing out records ---------------------------------------------------------

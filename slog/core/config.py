@@ -26,6 +26,9 @@ class ConfigSource(IntEnum):
 
 _INT32_MAX = 2**31 - 1
 
+# KIP-392's selector, the one replica.selector.class value slog implements.
+RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+
 
 def _int(minimum: int | None = None, maximum: int = 2**63 - 1) -> Callable[[str], str]:
     """Kafka's LONG by default; pass ``maximum=_INT32_MAX`` for an INT config."""
@@ -60,6 +63,14 @@ def _choice(*options: str, many: bool = False) -> Callable[[str], str]:
         return ",".join(items)
 
     return check
+
+
+def _replica_selector(value: str) -> str:
+    value = value.strip()
+    if value not in ("", RACK_AWARE_REPLICA_SELECTOR):
+        raise ConfigError(f"{value!r} is not a replica selector slog has: use "
+                          f"{RACK_AWARE_REPLICA_SELECTOR} (or nothing: leader only)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -154,6 +165,9 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "authorizer.class.name": ("", str.strip),  # any non-empty value turns ACLs on
     "super.users": ("", str.strip),  # User:a;User:b
     "allow.everyone.if.no.acl.found": ("false", _bool),
+    # Rack awareness (docs/ARCHITECTURE.md, Placement; Data plane: Fetch).
+    "broker.rack": ("", str.strip),  # empty: no rack (Kafka's null)
+    "replica.selector.class": ("", _replica_selector),
 }
 
 
@@ -194,6 +208,15 @@ class BrokerConfig:
 
     def get_bool(self, key: str) -> bool:
         return self.values[key] == "true"
+
+    @property
+    def rack(self) -> str | None:
+        return self.values["broker.rack"] or None
+
+    @property
+    def fetch_from_follower(self) -> bool:
+        """KIP-392: may the leader send consumers to a replica in their rack?"""
+        return self.values["replica.selector.class"] == RACK_AWARE_REPLICA_SELECTOR
 
     def topic_default(self, name: str) -> str:
         return self.values[TOPIC_CONFIGS[name].broker_key]

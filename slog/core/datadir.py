@@ -63,6 +63,7 @@ class BrokerInfo:
     port: int
     pid: int
     started_at: float
+    rack: str | None = None  # broker.rack; absent from older broker.json files
 
     @property
     def incarnation(self) -> str:

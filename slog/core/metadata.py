@@ -9,7 +9,8 @@ pure: no files, no sockets.
 Records are plain dicts (JSON in the log) with a ``type`` key:
 
 ``controller``       controller_id, controller_epoch: a broker won the controller lock
-``broker``           broker_id, host, port, incarnation, fenced: a broker (re)registered
+``broker``           broker_id, host, port, incarnation, fenced, rack (absent or None: no
+                     rack): a broker (re)registered
 ``broker_fence``     broker_id, fenced: liveness changed
 ``topic``            name, topic_id, configs: a topic was created
 ``partition``        topic, partition, replicas, isr, leader, leader_epoch,
@@ -44,6 +45,7 @@ class BrokerRegistration:
     port: int
     incarnation: str = ""
     fenced: bool = False
+    rack: str | None = None  # broker.rack
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,10 @@ class MetadataImage:
     def live_brokers(self) -> list[BrokerRegistration]:
         return [b for b in self.brokers.values() if not b.fenced]
 
+    def racks(self, broker_ids: Iterable[int]) -> dict[int, str | None]:
+        """broker id → its broker.rack (None: no rack, or not registered)."""
+        return {b: reg.rack if (reg := self.brokers.get(b)) else None for b in broker_ids}
+
     def partitions_of(self, broker_id: int) -> list[PartitionState]:
         return [
             p
@@ -175,6 +181,7 @@ def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
         port=int(record["port"]),
         incarnation=record.get("incarnation", ""),
         fenced=bool(record.get("fenced", False)),
+        rack=record.get("rack") or None,
     )
     image.brokers[reg.broker_id] = reg
 

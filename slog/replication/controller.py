@@ -22,7 +22,7 @@ from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
 from slog.replication import elections, leader_balance, reassignment
-from slog.replication.placement import PlacementError, assign_replicas
+from slog.replication.placement import PlacementError, RackAwareMode, assign_replicas
 from slog.replication.throttle import split_throttle_configs
 
 log = logging.getLogger("slog.controller")
@@ -48,6 +48,9 @@ class NewTopic:
     replication_factor: int = -1  # -1: default.replication.factor, else min(3, brokers)
     assignment: dict[int, list[int]] = field(default_factory=dict)
     configs: dict[str, str] = field(default_factory=dict)
+    # CreateTopics refuses a mix of racked and un-racked brokers; topics a broker
+    # creates itself (auto-create, __consumer_offsets) place rack-unaware then (Kafka's).
+    rack_mode: RackAwareMode = RackAwareMode.ENFORCED
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class BrokerStatus:
     incarnation: str
     healthy: bool
     shutting_down: bool
+    rack: str | None = None
 
 
 class Controller:
@@ -106,18 +110,18 @@ class Controller:
         log.info("broker %d is the controller at epoch %d", self.config.broker_id, self.epoch)
         return self.epoch
 
-    def register_broker(self, broker_id: int, host: str, port: int, incarnation: str) -> None:
+    def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
+                        rack: str | None = None) -> None:
         """A live broker (re)joins. A new incarnation first loses its ISR places:
         it restarted, so what it had not flushed may be gone."""
         current = self.image.brokers.get(broker_id)
-        if current and (current.host, current.port, current.incarnation, current.fenced) == (
-            host, port, incarnation, False
-        ):
+        if current and (current.host, current.port, current.incarnation, current.fenced,
+                        current.rack) == (host, port, incarnation, False, rack):
             return
         if current is not None and not current.fenced and current.incarnation != incarnation:
             self.fence_broker(broker_id, "restarted")
         self._write([{"type": "broker", "broker_id": broker_id, "host": host, "port": port,
-                      "incarnation": incarnation, "fenced": False}])
+                      "incarnation": incarnation, "fenced": False, "rack": rack}])
         self.elect_offline_partitions()
 
     def sync_liveness(self, brokers: Sequence[BrokerStatus]) -> None:
@@ -134,7 +138,8 @@ class Controller:
                     self.controlled_shutdown(status.broker_id)
                 continue
             self.shutting_down.discard(status.broker_id)
-            self.register_broker(status.broker_id, status.host, status.port, status.incarnation)
+            self.register_broker(status.broker_id, status.host, status.port, status.incarnation,
+                                 status.rack)
         self.elect_offline_partitions()
 
     def fence_broker(self, broker_id: int, reason: str) -> None:
@@ -360,7 +365,8 @@ class Controller:
                                       "the replication factor must be at least 1")
             try:
                 plan = assign_replicas(live, partitions, rf,
-                                       start_index=random.randrange(max(1, len(live))))
+                                       start_index=random.randrange(max(1, len(live))),
+                                       racks=image.racks(live), rack_mode=spec.rack_mode)
             except PlacementError as exc:
                 raise ControllerError("invalid_replication_factor", str(exc)) from exc
         topic_id = str(uuid.uuid4())
@@ -473,8 +479,9 @@ class Controller:
             plan = dict(enumerate(assignment, start=current))
         else:
             try:
-                plan = assign_replicas(self._live_broker_ids(), added, image.replication_factor,
-                                       first_partition=current)
+                live = self._live_broker_ids()
+                plan = assign_replicas(live, added, image.replication_factor,
+                                       first_partition=current, racks=self.image.racks(live))
             except PlacementError as exc:
                 raise ControllerError("invalid_replication_factor", str(exc)) from exc
         if not validate_only:

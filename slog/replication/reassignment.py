@@ -34,7 +34,7 @@ from dataclasses import replace
 from typing import Any
 
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState
-from slog.replication.placement import PlacementError, assign_replicas
+from slog.replication.placement import PlacementError, RackAwareMode, assign_replicas
 
 PartitionKey = tuple[str, int]
 Assignment = dict[PartitionKey, tuple[int, ...]]
@@ -254,10 +254,13 @@ def check_plan(plan: Assignment, current: Mapping[PartitionKey, Sequence[int]],
 
 
 def propose(current: Mapping[PartitionKey, Sequence[int]], topics: Iterable[str],
-            brokers: Sequence[int], rng: random.Random | None = None) -> Assignment:
+            brokers: Sequence[int], rng: random.Random | None = None, *,
+            racks: Mapping[int, str | None] | None = None,
+            rack_mode: RackAwareMode = RackAwareMode.ENFORCED) -> Assignment:
     """A new placement of ``topics`` over ``brokers`` (Kafka's assignment, random start).
 
-    Each topic keeps its partition count and replication factor.
+    Each topic keeps its partition count and replication factor; with ``racks``
+    (broker id → broker.rack) the placement is rack-aware as on topic creation.
     """
     if not brokers:
         raise PlanError("no brokers to place replicas on")
@@ -271,7 +274,8 @@ def propose(current: Mapping[PartitionKey, Sequence[int]], topics: Iterable[str]
         try:
             placed = assign_replicas(brokers, len(numbers), rf,
                                      start_index=rng.randrange(len(brokers)),
-                                     shift=rng.randrange(len(brokers)))
+                                     shift=rng.randrange(len(brokers)),
+                                     racks=racks, rack_mode=rack_mode)
         except PlacementError as exc:
             raise PlanError(f"topic {topic!r}: {exc}") from None
         proposed.update({(topic, n): tuple(placed[i]) for i, n in enumerate(numbers)})

@@ -177,3 +177,19 @@ def test_status_without_a_cluster_exits_3(tmp_path: Path) -> None:
     nobody = run_cli("cluster", "status", "--data-dir", str(tmp_path / "empty"),
                      "--bootstrap", f"127.0.0.1:{port}")
     assert nobody.returncode == 3, nobody.stderr
+
+
+def test_up_gives_brokers_racks_round_robin(data_dir: Path) -> None:
+    base = free_port_range(4)
+    up = cluster(data_dir, "up", "--brokers", "4", "--base-port", str(base), "--racks", "a,b,c")
+    assert up.returncode == 0, up.stderr
+    assert up.stdout.splitlines()[0].split() == \
+        ["ID", "ADDRESS", "PID", "STATUS", "CONTROLLER", "RACK", "ACTION"]
+    code, status = status_json(data_dir)
+    assert code == 0
+    assert {b["id"]: b["rack"] for b in status["brokers"]} == {1: "a", 2: "b", 3: "c", 4: "a"}
+    protocol = run_cli("cluster", "status", "--bootstrap", f"127.0.0.1:{base}", "-o", "json")
+    assert [b["rack"] for b in json.loads(protocol.stdout)["brokers"]] == ["a", "b", "c", "a"]
+    assert cluster(data_dir, "down").returncode == 0
+    empty = cluster(data_dir, "up", "--brokers", "1", "--racks", "a,,b")
+    assert empty.returncode == 2 and "empty rack name" in empty.stderr

@@ -44,3 +44,30 @@ def test_key_value_parsing() -> None:
     assert parse_key_values(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
     with pytest.raises(ConfigError):
         parse_key_values(["novalue"])
+
+
+def test_rack_settings() -> None:
+    from slog.core.config import RACK_AWARE_REPLICA_SELECTOR
+
+    plain = BrokerConfig.build(1, Path("/data"), "h", 1, {})
+    assert plain.rack is None and not plain.fetch_from_follower
+    racked = BrokerConfig.build(1, Path("/data"), "h", 1, {
+        "broker.rack": " eu-1a ", "replica.selector.class": RACK_AWARE_REPLICA_SELECTOR})
+    assert racked.rack == "eu-1a" and racked.fetch_from_follower
+    with pytest.raises(ConfigError, match="RackAwareReplicaSelector"):
+        BrokerConfig.build(1, Path("/data"), "h", 1,
+                           {"replica.selector.class": "com.example.NearestSelector"})
+
+
+def test_broker_json_without_a_rack_still_loads(tmp_path: Path) -> None:
+    import json
+
+    from slog.core.datadir import read_broker_info
+    from slog.core.names import DataDirLayout
+
+    layout = DataDirLayout(tmp_path)
+    layout.broker_dir(1).mkdir(parents=True)
+    (layout.broker_dir(1) / "broker.json").write_text(json.dumps(
+        {"broker_id": 1, "host": "h", "port": 9, "pid": 5, "started_at": 1.0}))
+    info = read_broker_info(layout, 1)
+    assert info is not None and info.rack is None

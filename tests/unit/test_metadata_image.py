@@ -53,3 +53,15 @@ def test_fence_config_and_remove() -> None:
 def test_unknown_record_types_are_skipped() -> None:
     image = MetadataImage()
     assert image.apply({"type": "from_the_future"}) is False
+
+
+def test_broker_racks_are_optional_in_records() -> None:
+    image = MetadataImage()
+    image.apply_all(enumerate([
+        {"type": "broker", "broker_id": 1, "host": "h", "port": 1},  # written before racks
+        {"type": "broker", "broker_id": 2, "host": "h", "port": 2, "rack": "b"},
+        {"type": "broker", "broker_id": 3, "host": "h", "port": 3, "rack": None},
+    ]))
+    assert image.racks([1, 2, 3, 4]) == {1: None, 2: "b", 3: None, 4: None}
+    image.apply({"type": "broker_fence", "broker_id": 2, "fenced": True})
+    assert image.brokers[2].rack == "b"  # fencing keeps what the broker registered with

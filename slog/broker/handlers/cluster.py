@@ -13,6 +13,7 @@ from slog.core.metadata import MetadataImage, PartitionState
 from slog.core.names import INTERNAL_TOPICS, validate_topic_name
 from slog.protocol.apis import ApiKey
 from slog.replication.controller import ControllerError, NewTopic
+from slog.replication.placement import RackAwareMode
 
 
 async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -29,7 +30,7 @@ async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
 def broker_list(image: MetadataImage) -> list[dict[str, Any]]:
     return [
         {"node_id": b.broker_id, "broker_id": b.broker_id, "host": b.host, "port": b.port,
-         "rack": None}
+         "rack": b.rack}
         for b in sorted(image.live_brokers(), key=lambda b: b.broker_id)
     ]
 
@@ -71,7 +72,7 @@ def _auto_create(ctx: RequestContext, name: str) -> int:
     controller = ctx.broker.controller
     if controller is None:
         return LEADER_NOT_AVAILABLE  # the controller creates it; the client retries
-    [result] = controller.create_topics([NewTopic(name)])
+    [result] = controller.create_topics([NewTopic(name, rack_mode=RackAwareMode.SAFE)])
     if isinstance(result, ControllerError) and result.code != "topic_already_exists":
         return INVALID_TOPIC if result.code == "invalid_topic_exception" else UNKNOWN_TOPIC
     return NONE
