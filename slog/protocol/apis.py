@@ -76,6 +76,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
+    # Broker-to-controller only (KIP-590); decoded but never advertised to clients.
+    ENVELOPE = 58
 
 
 class ApiSpec(NamedTuple):
