@@ -76,7 +76,6 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
-    # Broker-to-controller only (KIP-590); decoded but never advertised to clients.
     ENVELOPE = 58
 
 
@@ -160,6 +159,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic
     # ids); v3 adds broker epochs per ISR member, which slog does not track.
     (ApiKey.ALTER_PARTITION, 2, 2),
+    # Inter-broker (KIP-590): a non-controller forwards admin writes to the
+    # controller. Decoded by the dispatcher itself, so never in ApiVersions.
+    (ApiKey.ENVELOPE, 0, 0),
 )
 
 
