@@ -25,10 +25,6 @@ from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.replication.controller import NewTopic
 
-# The controller could not be asked, or is not done: the client retries Metadata.
-_ASK_AGAIN = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out,
-                        ErrorCode.leader_not_available})
-
 
 async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     return {
@@ -90,7 +86,7 @@ async def _auto_create(ctx: RequestContext, name: str) -> int:
     error = await ctx.broker.topic_creator.create(NewTopic(name))
     if error in (ErrorCode.none, ErrorCode.invalid_topic_exception):
         return int(error)
-    if error in _ASK_AGAIN:
+    if error == ErrorCode.not_controller:  # no controller could be asked: retry Metadata
         return LEADER_NOT_AVAILABLE
     return UNKNOWN_TOPIC
 
