@@ -13,8 +13,11 @@ import time
 from dataclasses import dataclass
 
 from slog.broker import liveness
+from slog.broker.controller_channel import ControllerChannel
+from slog.broker.forwarding import FORWARD_TIMEOUT_S
 from slog.broker.offsets_topic import build_group_coordinator
 from slog.broker.security import Security
+from slog.broker.topic_creator import TopicCreator
 from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
@@ -34,7 +37,7 @@ from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
-from slog.replication.broker_channel import BrokerChannel, use_sasl_login
+from slog.replication.broker_channel import use_sasl_login
 from slog.replication.controller import BrokerStatus, Controller
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
@@ -83,7 +86,13 @@ class Broker:
         self.api_table: tuple[ApiSpec, ...] = ()
         self._tasks: list[asyncio.Task[None]] = []
         self._metadata_polled_at = time.monotonic()
-        self._controller_channel: BrokerChannel | None = None
+        client_id = f"broker-{self.broker_id}"
+        self._isr_channel = ControllerChannel(lambda: self.image, client_id)
+        # Forwarded admin requests and auto-created topics (slog.broker.forwarding).
+        self.controller_requests = ControllerChannel(lambda: self.image, client_id,
+                                                     timeout_s=FORWARD_TIMEOUT_S)
+        self.topic_creator = TopicCreator(lambda: self.controller, self.controller_requests,
+                                          self.poll_metadata)
         self.security = Security(config)
 
     # -- start-up -------------------------------------------------------------------
@@ -208,18 +217,8 @@ class Broker:
             self.controller.alter_partition(self.broker_id, state.topic, state.partition,
                                             state.leader_epoch, state.partition_epoch, isr)
             return
-        controller = self.image.brokers.get(self.image.controller_id)
-        if controller is None:
-            raise ConnectionError("no controller is known yet")
-        address = (controller.host, controller.port)
-        if self._controller_channel is None or \
-                (self._controller_channel.host, self._controller_channel.port) != address:
-            if self._controller_channel is not None:
-                self._controller_channel.close()
-            self._controller_channel = BrokerChannel(*address,
-                                                     client_id=f"broker-{self.broker_id}")
         topic_id = self.image.topics[state.topic].topic_id
-        response = await self._controller_channel.request(ApiKey.ALTER_PARTITION, 2, {
+        response = await self._isr_channel.request(ApiKey.ALTER_PARTITION, 2, {
             "broker_id": self.broker_id, "broker_epoch": -1, "topics": [{
                 "topic_id": topic_id, "partitions": [{
                     "partition_index": state.partition, "leader_epoch": state.leader_epoch,
@@ -304,8 +303,8 @@ class Broker:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.replicas is not None:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
-        if self._controller_channel is not None:
-            self._controller_channel.close()
+        self._isr_channel.close()
+        self.controller_requests.close()
         liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
         if self._metadata_writer is not None:
             self._metadata_writer.close()

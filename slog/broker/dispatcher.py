@@ -4,6 +4,11 @@ Whatever a client sends, the outcome is one of: a well-formed response, no
 response (acks=0 produce), or a closed connection (unparseable frames and
 unsupported versions, as Kafka does). A handler bug becomes an error response
 or a closed connection, never a dead broker.
+
+Controller-only requests reaching another broker are forwarded to the
+controller before any ACL check here; the controller serves the Envelope by
+running the request inside through this same path, as the forwarded
+principal (:mod:`slog.broker.forwarding`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from slog.broker.access import denial
+from slog.broker.forwarding import (
+    CONTROLLER_APIS,
+    ENVELOPE_VERSION,
+    EnvelopeError,
+    Forwarder,
+    check_sender,
+    envelope_response,
+    unwrap,
+)
 from slog.broker.sasl import any_topic_allowed, raw_sasl_token
 from slog.core.acls import Operation, ResourceType
 from slog.protocol.apis import ApiKey, ApiSpec, api_versions_table, response_class
@@ -23,7 +37,7 @@ from slog.protocol.codec import (
     encode_response,
     error_response,
 )
-from slog.protocol.errors import ProtocolError
+from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.shapes import shape
 
@@ -82,6 +96,7 @@ Handler = Callable[[RequestContext, Any], Awaitable[Any]]
 class Dispatcher:
     def __init__(self, broker: Broker, handlers: Mapping[int, Handler]):
         self._broker = broker
+        self._forwarder = Forwarder(broker.controller_requests, broker.security)
         self._handlers = dict(handlers)
         self.table: tuple[ApiSpec, ...] = api_versions_table(self._handlers)
         self._specs = {spec.api_key: spec for spec in self.table}
@@ -105,6 +120,18 @@ class Dispatcher:
             # Kafka closes an unauthenticated connection that asks for anything else.
             log.info("closing %s: api %s before authentication", peer, header.api_key)
             return CLOSE_CONNECTION
+        if header.api_key == ApiKey.ENVELOPE:
+            result = await self._envelope(header, frame, body_offset, peer, session)
+        else:
+            result = await self._serve(header, frame, body_offset, peer, session)
+        if isinstance(result, list):
+            stats.bytes_out += sum(len(b) for b in result)
+        return result
+
+    async def _serve(self, header: RequestHeader, frame: bytes, body_offset: int, peer: str,
+                     session: Session | None, forwarded: bool = False
+                     ) -> Buffers | _Sentinel | None:
+        """One request, once its header is known: decode, forward or authorize, handle."""
         spec = self._specs.get(header.api_key)
         if spec is None or not spec.supports(header.api_version):
             if header.api_key == ApiKey.API_VERSIONS:
@@ -117,8 +144,13 @@ class Dispatcher:
         except ProtocolError as exc:
             log.info("malformed %s v%d from %s: %s", spec.name, header.api_version, peer, exc)
             return CLOSE_CONNECTION
+        if not forwarded and header.api_key in CONTROLLER_APIS \
+                and self._broker.controller is None and self._forwarder.enabled:
+            # KIP-590: the controller authorizes it, as this client's principal.
+            answer = await self._forwarder.forward(header, request, frame, session)
+            return CLOSE_CONNECTION if answer is None else [answer]
         context = RequestContext(self._broker, header, peer, session)
-        if security.authorizer_enabled:
+        if self._broker.security.authorizer_enabled:
             refused = self._refuse_unauthorized(context, request)
             if refused is not None:
                 return refused
@@ -132,12 +164,37 @@ class Dispatcher:
         if result is CLOSE_CONNECTION:
             return CLOSE_CONNECTION
         if isinstance(result, Encoded):
-            buffers = result.buffers
-        else:
-            body = shape(response_class(header.api_key, header.api_version), result)
-            buffers = [encode_response(header, body)]
-        stats.bytes_out += sum(len(b) for b in buffers)
-        return buffers
+            return result.buffers
+        body = shape(response_class(header.api_key, header.api_version), result)
+        return [encode_response(header, body)]
+
+    async def _envelope(self, header: RequestHeader, frame: bytes, body_offset: int,
+                        peer: str, session: Session | None) -> Buffers | _Sentinel:
+        """The controller's side of forwarding: serve the request inside, as its client."""
+        if header.api_version != ENVELOPE_VERSION:
+            log.info("unsupported Envelope v%d from %s", header.api_version, peer)
+            return CLOSE_CONNECTION
+        try:
+            envelope = decode_request(header, frame, body_offset)
+        except ProtocolError as exc:
+            log.info("malformed Envelope from %s: %s", peer, exc)
+            return CLOSE_CONNECTION
+        try:
+            check_sender(self._broker.security, session)
+            if self._broker.controller is None:
+                raise EnvelopeError(ErrorCode.not_controller, "this broker is not the controller")
+            inner = unwrap(envelope)
+        except EnvelopeError as exc:
+            log.info("refused an Envelope from %s (%s): %s", peer,
+                     session.principal if session else "?", exc)
+            return [envelope_response(header, exc.code)]
+        client = f"{inner.session.host} via {peer}"
+        result = await self._serve(inner.header, inner.frame, inner.body_offset, client,
+                                   inner.session, forwarded=True)
+        if not isinstance(result, list):  # unsupported, malformed or a handler bug
+            return [envelope_response(header, ErrorCode.invalid_request)]
+        response = b"".join(result)
+        return [envelope_response(header, ErrorCode.none, response[4:])]
 
     def _refuse_unauthorized(self, context: RequestContext, request: Any
                              ) -> Buffers | _Sentinel | None:

@@ -10,7 +10,8 @@ the method would have returned.
 
 Requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 IncrementalAlterConfigs, AlterPartitionReassignments, ElectLeaders) go to the
-controller named in fresh metadata and are retried once after NOT_CONTROLLER.
+controller named in fresh metadata (any broker would forward them; this saves
+the hop) and are retried once after NOT_CONTROLLER (the controller moved).
 Everything else goes to any broker, or to partition leaders for ListOffsets.
 For elections, ELECTION_NOT_NEEDED is an outcome, not a failure.
 """

@@ -76,6 +76,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
+    ENVELOPE = 58
 
 
 class ApiSpec(NamedTuple):
@@ -158,6 +159,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic
     # ids); v3 adds broker epochs per ISR member, which slog does not track.
     (ApiKey.ALTER_PARTITION, 2, 2),
+    # Inter-broker (KIP-590): a non-controller forwards admin writes to the
+    # controller. Decoded by the dispatcher itself, so never in ApiVersions.
+    (ApiKey.ENVELOPE, 0, 0),
 )
 
 

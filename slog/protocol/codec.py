@@ -923,6 +923,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.OFFSET_DELETE: (_top_level, False),
     ApiKey.DESCRIBE_CLUSTER: (_top_level, False),
     ApiKey.ALTER_PARTITION: (_top_level, False),
+    ApiKey.ENVELOPE: (_top_level, False),
 }
 
 

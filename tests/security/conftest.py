@@ -12,10 +12,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from slog.client.connection import BrokerConnection
 from slog.core.credentials import save_credentials
 from slog.core.names import ensure_data_dir
-from slog.core.scram import derive_credential
+from slog.core.scram import SaslLogin, derive_credential
+from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess, running_broker
+from tests.cluster.conftest import FAST, Cluster
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 SASL = {"security.protocol": "SASL_PLAINTEXT"}
@@ -101,3 +104,29 @@ def as_user(monkeypatch: pytest.MonkeyPatch) -> Any:
     def login(user: str, mechanism: str = "SCRAM-SHA-256") -> None:
         _login(monkeypatch, user, mechanism)
     return login
+
+
+@pytest.fixture
+def secure_cluster(tmp_path: Path, as_user: Any) -> Iterator[Cluster]:
+    """Three brokers with SASL and ACLs on (the fixture's slog clients log in as admin)."""
+    as_user("admin")
+    data = tmp_path / "data"
+    add_users(data)
+    nodes = Cluster(data, 3, {**FAST, **ACLS})
+    try:
+        nodes.start()
+        yield nodes
+    finally:
+        nodes.close()
+    assert not any("Traceback" in nodes.log_text(b) for b in nodes.brokers)
+
+
+def describe_acls(port: int) -> set[tuple[str, str]]:
+    """(resource name, principal) of every ACL, as one broker describes them to the admin."""
+    login = SaslLogin("SCRAM-SHA-256", "admin", PASSWORDS["admin"])
+    with BrokerConnection("127.0.0.1", port, sasl=login) as conn:
+        response = conn.request(ApiKey.DESCRIBE_ACLS, {
+            "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+            "principal_filter": None, "host_filter": None, "operation": 1,
+            "permission_type": 1})
+    return {(r.resource_name, a.principal) for r in response.resources for a in r.acls}

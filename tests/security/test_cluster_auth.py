@@ -2,45 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from slog.client.connection import BrokerConnection
-from slog.core.scram import SaslLogin
-from slog.protocol.apis import ApiKey
 from tests.brokers import run_cli
-from tests.cluster.conftest import FAST, WAIT_S, Cluster, wait_until
-from tests.security.conftest import ACLS, PASSWORDS, add_users, poll_values, sasl_conf
+from tests.cluster.conftest import WAIT_S, Cluster, wait_until
+from tests.security.conftest import describe_acls, poll_values, sasl_conf
 
 TOPIC = "replicated"
-
-
-@pytest.fixture
-def secure_cluster(tmp_path: Path, as_user: Any) -> Iterator[Cluster]:
-    as_user("admin")  # the fixture's own slog clients (create_topic) log in as the super user
-    data = tmp_path / "data"
-    add_users(data)
-    nodes = Cluster(data, 3, {**FAST, **ACLS})
-    try:
-        nodes.start()
-        yield nodes
-    finally:
-        nodes.close()
-    assert not any("Traceback" in nodes.log_text(b) for b in nodes.brokers)
-
-
-def describe_acls(port: int) -> set[tuple[str, str]]:
-    login = SaslLogin("SCRAM-SHA-256", "admin", PASSWORDS["admin"])
-    with BrokerConnection("127.0.0.1", port, sasl=login) as conn:
-        response = conn.request(ApiKey.DESCRIBE_ACLS, {
-            "resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
-            "principal_filter": None, "host_filter": None, "operation": 1,
-            "permission_type": 1})
-    return {(r.resource_name, a.principal) for r in response.resources for a in r.acls}
 
 
 def read_all(cluster: Cluster, settings: dict[str, Any], count: int, assign: bool = False

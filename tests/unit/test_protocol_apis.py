@@ -54,6 +54,7 @@ EXPECTED = {
     "DeleteAcls": (1, 3),
     "DescribeCluster": (0, 1),
     "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
+    "Envelope": (0, 0),  # inter-broker only: never advertised (see slog.broker.forwarding)
 }
 
 

@@ -1,7 +1,8 @@
 """CreateAcls, DescribeAcls and DeleteAcls: the ACLs kept in the metadata log.
 
-Creating and deleting go through the controller (NOT_CONTROLLER elsewhere, so
-the client retries against it) and need ALTER on the cluster; describing is
+Creating and deleting are applied by the controller (other brokers forward
+them, :mod:`slog.broker.forwarding`, so ALTER on the cluster is checked there
+for the client's principal); describing is
 answered by any broker from its metadata image and needs DESCRIBE on the
 cluster. Without an authorizer (``authorizer.class.name`` empty) all three
 answer SECURITY_DISABLED, as Kafka does.

@@ -1,8 +1,11 @@
 """Topic and config administration: CreateTopics, DeleteTopics, CreatePartitions,
 DescribeConfigs and IncrementalAlterConfigs.
 
-Changes go through the controller; a broker that is not the controller answers
-NOT_CONTROLLER so the client retries against the one named in Metadata.
+Changes are applied by the controller: other brokers forward them to it
+(:mod:`slog.broker.forwarding`), so these handlers run on the controller. The
+NOT_CONTROLLER answers below are for a controller deposed mid-request, and for
+clusters where forwarding is off (an authorizer without SASL); the client then
+retries against the controller named in Metadata.
 """
 
 from __future__ import annotations

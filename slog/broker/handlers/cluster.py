@@ -1,7 +1,17 @@
-"""ApiVersions, Metadata and DescribeCluster: what a client asks before anything else."""
+"""ApiVersions, Metadata and DescribeCluster: what a client asks before anything else.
+
+Metadata creates the unknown topics it is asked about when
+``auto.create.topics.enable`` and the client allow it, on any broker
+(:mod:`slog.broker.topic_creator`). ``controller_id`` always names the real
+controller: KRaft brokers may name any live broker there because they forward
+admin requests, and slog brokers forward too, but naming the controller saves
+clients that address it directly (kafka-python's admin, slog's) one hop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from functools import partial
 from typing import Any
 
 from slog.broker.access import TOPIC_DENIED
@@ -12,7 +22,8 @@ from slog.core.errors import InvalidTopicError
 from slog.core.metadata import MetadataImage, PartitionState
 from slog.core.names import INTERNAL_TOPICS, validate_topic_name
 from slog.protocol.apis import ApiKey
-from slog.replication.controller import ControllerError, NewTopic
+from slog.protocol.errors import ErrorCode
+from slog.replication.controller import NewTopic
 from slog.replication.placement import RackAwareMode
 
 
@@ -63,19 +74,22 @@ def _missing_topic(name: str, error: int) -> dict[str, Any]:
     return {"error_code": error, "name": name, "is_internal": False, "partitions": []}
 
 
-def _auto_create(ctx: RequestContext, name: str) -> int:
-    """Create a topic a client asked about, as auto.create.topics.enable allows."""
+async def _auto_create(ctx: RequestContext, name: str) -> int:
+    """Create a topic a client asked about, as auto.create.topics.enable allows.
+
+    NONE once the topic exists in this broker's image; LEADER_NOT_AVAILABLE
+    (retriable) while the controller cannot be asked, so the client asks again.
+    """
     try:
         validate_topic_name(name)
     except InvalidTopicError:
         return INVALID_TOPIC
-    controller = ctx.broker.controller
-    if controller is None:
-        return LEADER_NOT_AVAILABLE  # the controller creates it; the client retries
-    [result] = controller.create_topics([NewTopic(name, rack_mode=RackAwareMode.SAFE)])
-    if isinstance(result, ControllerError) and result.code != "topic_already_exists":
-        return INVALID_TOPIC if result.code == "invalid_topic_exception" else UNKNOWN_TOPIC
-    return NONE
+    error = await ctx.broker.topic_creator.create(NewTopic(name, rack_mode=RackAwareMode.SAFE))
+    if error in (ErrorCode.none, ErrorCode.invalid_topic_exception):
+        return int(error)
+    if error == ErrorCode.not_controller:  # no controller could be asked: retry Metadata
+        return LEADER_NOT_AVAILABLE
+    return UNKNOWN_TOPIC
 
 
 def _describable(ctx: RequestContext, topic: str) -> bool:
@@ -98,19 +112,22 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         names = [t.name for t in requested if t.name is not None]
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and \
         broker.config.get_bool("auto.create.topics.enable")
+    describable = {name: _describable(ctx, name) for name in names}
+    missing = [n for n in dict.fromkeys(names) if describable[n] and n not in image.topics]
+    creatable = [n for n in missing if allow_auto and _may_create(ctx, n)]
+    # Concurrently: a client asking for several new topics waits for one round trip.
+    created = dict(zip(creatable, await asyncio.gather(*map(partial(_auto_create, ctx),
+                                                              creatable)), strict=True))
+    image = broker.image
     topics = []
     for name in names:
-        if not _describable(ctx, name):
+        if not describable[name]:
             topics.append(_missing_topic(name, TOPIC_DENIED))
-            continue
-        if name not in image.topics:
-            error = _auto_create(ctx, name) if allow_auto and _may_create(ctx, name) \
-                else UNKNOWN_TOPIC
-            if error != NONE or name not in broker.image.topics:
-                topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
-                continue
-            image = broker.image
-        topics.append(topic_entry(image, name))
+        elif name in image.topics:
+            topics.append(topic_entry(image, name))
+        else:
+            error = created.get(name, UNKNOWN_TOPIC)
+            topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
     return {
         "throttle_time": 0,
         "brokers": broker_list(image),

@@ -5,7 +5,7 @@ Each handler translates between the request's version and the coordinator
 (:mod:`slog.groups.coordinator`), which answers JoinGroup, SyncGroup and
 OffsetCommit through callbacks; those handlers await a future the callback
 resolves. FindCoordinator creates ``__consumer_offsets`` on first use, as Kafka
-does: directly on the controller, otherwise by asking the controller.
+does (:mod:`slog.broker.topic_creator`, from any broker).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
 from slog.groups.placement import OFFSETS_TOPIC, partition_for
 from slog.protocol.apis import ApiKey
 from slog.protocol.shapes import millis
-from slog.replication.broker_channel import BrokerChannel
 
 log = logging.getLogger("slog.groups")
 
@@ -64,44 +63,14 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 # -- FindCoordinator ----------------------------------------------------------------------
-_forwarding: set[int] = set()  # brokers with a CreateTopics for the offsets topic in flight
-
-
-async def _ask_controller_to_create(ctx: RequestContext) -> None:
-    """Not the controller: send it a CreateTopics for the offsets topic and move on."""
-    broker = ctx.broker
-    controller = broker.image.brokers.get(broker.image.controller_id)
-    if controller is None or broker.broker_id in _forwarding:
-        return
-    _forwarding.add(broker.broker_id)
-    spec = offsets_topic_spec(broker.config, len(broker.image.live_brokers()))
-    body = {"topics": [{"name": spec.name, "num_partitions": spec.num_partitions,
-                        "replication_factor": spec.replication_factor, "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in spec.configs.items()]}],
-            "timeout": 5000, "validate_only": False}
-    # A BrokerChannel, so the request authenticates when the listener wants SASL.
-    channel = BrokerChannel(controller.host, controller.port,
-                            client_id=f"broker-{broker.broker_id}", timeout_s=10)
-    try:
-        await channel.request(ApiKey.CREATE_TOPICS, 5, body)
-    except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-        log.info("asking the controller to create %s failed: %s", OFFSETS_TOPIC, exc)
-    finally:
-        channel.close()
-        _forwarding.discard(broker.broker_id)
-
-
-def _create_offsets_topic(ctx: RequestContext) -> None:
+async def _create_offsets_topic(ctx: RequestContext) -> None:
     broker = ctx.broker
     spec = offsets_topic_spec(broker.config, len(broker.image.live_brokers()))
-    if broker.controller is not None:
-        [outcome] = broker.controller.create_topics([spec])
-        log.info("created %s: %s", OFFSETS_TOPIC, outcome)
-    else:
-        asyncio.get_running_loop().create_task(_ask_controller_to_create(ctx))
+    error = await broker.topic_creator.create(spec)
+    log.info("creating %s: %s", OFFSETS_TOPIC, error.name)
 
 
-def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
+def _find_one(ctx: RequestContext, key: str, key_type: int, creating: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                              "error_code": NONE, "error_message": None}
 
@@ -115,8 +84,7 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
         return fail("invalid_request", f"unknown coordinator key type {key_type}")
     image = ctx.broker.image
     topic = image.topics.get(OFFSETS_TOPIC)
-    if topic is None or not topic.partitions:
-        _create_offsets_topic(ctx)
+    if creating or topic is None or not topic.partitions:
         return fail("coordinator_not_available", f"creating {OFFSETS_TOPIC}")
     state = topic.partitions.get(partition_for(key, len(topic.partitions)))
     node = image.brokers.get(state.leader) if state is not None else None
@@ -128,10 +96,15 @@ def _find_one(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
 
 async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
+    creating = OFFSETS_TOPIC not in ctx.broker.image.topics and key_type == KEY_TYPE_GROUP
+    if creating:
+        # As Kafka: created on first use, and this answer still says "not yet"
+        # (the new partitions' coordinators have yet to load them).
+        await _create_offsets_topic(ctx)
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": [
-            _find_one(ctx, key, key_type) for key in request.coordinator_keys]}
-    found = _find_one(ctx, request.key, key_type)
+            _find_one(ctx, key, key_type, creating) for key in request.coordinator_keys]}
+    found = _find_one(ctx, request.key, key_type, creating)
     del found["key"]
     return {"throttle_time": 0, **found}
 

@@ -1,10 +1,10 @@
 """Partition reassignment APIs (KIP-455): AlterPartitionReassignments and
 ListPartitionReassignments.
 
-Alter changes metadata, so only the controller serves it (others answer
-NOT_CONTROLLER); the steps themselves run on the controller's tick
-(``Controller.maintain_reassignments``). List reads this broker's metadata
-image, which every broker has.
+Alter changes metadata, so only the controller serves it (other brokers
+forward it, :mod:`slog.broker.forwarding`); the steps themselves run on the
+controller's tick (``Controller.maintain_reassignments``). List reads this
+broker's metadata image, which every broker has.
 """
 
 from __future__ import annotations
