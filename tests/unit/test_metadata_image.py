@@ -53,3 +53,17 @@ def test_fence_config_and_remove() -> None:
 def test_unknown_record_types_are_skipped() -> None:
     image = MetadataImage()
     assert image.apply({"type": "from_the_future"}) is False
+
+
+def test_broker_config_records_set_and_delete_per_broker_and_default() -> None:
+    image = MetadataImage()
+    image.apply({"type": "broker_config", "broker_id": None,
+                 "configs": {"log.retention.ms": "5", "max.connections": "9"}})
+    image.apply({"type": "broker_config", "broker_id": 2, "configs": {"log.retention.ms": "7"}})
+    image.apply({"type": "broker_config", "broker_id": None,
+                 "configs": {"max.connections": None}})
+    assert image.dynamic_broker_configs(None) == {"log.retention.ms": "5"}
+    assert image.dynamic_broker_configs(2) == {"log.retention.ms": "7"}
+    assert image.dynamic_broker_configs(1) == {}
+    image.apply({"type": "broker_config", "broker_id": 2, "configs": {"log.retention.ms": None}})
+    assert 2 not in image.broker_configs
