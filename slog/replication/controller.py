@@ -26,6 +26,7 @@ from slog.core.errors import InvalidTopicError
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
+from slog.protocol.errors import ErrorCode
 from slog.replication import elections, leader_balance, reassignment
 from slog.replication.placement import PlacementError, assign_replicas
 from slog.replication.throttle import split_throttle_configs
@@ -39,11 +40,12 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 class ControllerError(Exception):
-    """A rejected admin operation; ``code`` is the Kafka error name."""
+    """A rejected admin operation; ``code`` is the Kafka error name (an ``ErrorCode``
+    member is taken too, as new code should pass)."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: ErrorCode | str, message: str):
         super().__init__(message)
-        self.code = code
+        self.code = code.name if isinstance(code, ErrorCode) else code
 
 
 @dataclass
@@ -510,7 +512,7 @@ class Controller:
                 clean[key] = None if value is None else validate_dynamic_broker_config(key, value)
             except ConfigError as exc:
                 # Kafka answers INVALID_REQUEST for broker config validation (KAFKA-13609).
-                raise ControllerError("invalid_request", str(exc)) from exc
+                raise ControllerError(ErrorCode.invalid_request, str(exc)) from exc
         current = self.image.dynamic_broker_configs(broker_id)
         clean = {k: v for k, v in clean.items() if current.get(k) != v}
         if clean and not validate_only:

@@ -29,6 +29,7 @@ TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_LIST = 1, 2, 5, 7
 _LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
 
 Changes = dict[str, str | None]
+_INT32_MAX = 2**31 - 1  # broker ids are Kafka INT32s
 
 
 def _failure(error: ErrorCode, message: str) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def broker_resource_id(name: str) -> int | None:
     """The broker a BROKER resource names (None: the cluster default); ValueError if neither."""
     if name == "":
         return None
-    if not name.isdigit():
+    if not (name.isascii() and name.isdigit()) or int(name) > _INT32_MAX:
         raise ValueError(f"invalid broker resource name {name!r}: a broker id or \"\"")
     return int(name)
 
@@ -176,10 +177,10 @@ def _apply_ops(current: Mapping[str, str], ops: Any) -> Changes:
                 items = [i for i in items if i not in new]
             changes[op.name] = ",".join(items) or None
         elif op.config_operation in (OP_APPEND, OP_SUBTRACT):
-            raise ControllerError("invalid_config",
+            raise ControllerError(ErrorCode.invalid_config,
                                   f"APPEND/SUBTRACT only apply to list configs, not {op.name}")
         else:
-            raise ControllerError("invalid_request",
+            raise ControllerError(ErrorCode.invalid_request,
                                   f"unknown config operation {op.config_operation}")
     return changes
 
