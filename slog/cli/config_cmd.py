@@ -135,10 +135,12 @@ def describe(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """Print each config of a broker, of the cluster-wide broker default or of a topic: its
-    value and its source, highest precedence first: DYNAMIC_TOPIC_CONFIG,
-    DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG (--config
-    at start-up), DEFAULT_CONFIG. read_only: needs a restart to change.
+    """Print the configs of a broker, of the cluster-wide broker default or of a topic,
+    with the source of each value.
+
+    Sources, highest precedence first: DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG (--config at start-up),
+    DEFAULT_CONFIG. read_only: only a restart can change it.
 
     Examples:
       slog config describe --broker 1
@@ -174,7 +176,9 @@ def alter(
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Change configs of a broker, of the cluster-wide broker default or of a topic, without
-    a restart. Broker targets take only the settings Kafka lets you change at runtime
+    a restart.
+
+    Broker targets take only the settings Kafka lets you change at runtime
     (the log.* topic defaults, message.max.bytes, min.insync.replicas,
     unclean.leader.election.enable, compression.type, max.connections,
     log.cleaner.backoff.ms); the rest need --config at start-up.
