@@ -205,7 +205,7 @@ def alter(
             validate_topic_configs({**changes, **dict.fromkeys(deletes)})
         else:
             for key, value in changes.items():
-                validate_dynamic_broker_config(key, value)
+                validate_dynamic_broker_config(key, value, per_broker=name is not None)
     except ConfigError as exc:
         fail(str(exc), code=EXIT_USAGE)
     if not changes and not deletes:

@@ -161,6 +161,10 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "authorizer.class.name": ("", str.strip),  # any non-empty value turns ACLs on
     "super.users": ("", str.strip),  # User:a;User:b
     "allow.everyone.if.no.acl.found": ("false", _bool),
+    # Kafka's per-broker SASL/GSSAPI setting. slog has no GSSAPI, so, as on a Kafka
+    # broker without it, the value is only stored and reported; clients' admin tests
+    # (librdkafka's) use it as the example of a per-broker dynamic config.
+    "sasl.kerberos.min.time.before.relogin": ("60000", _int(0)),
 }
 
 
@@ -169,8 +173,10 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
 # cleaner's backoff), restricted to the ones slog has. The rest need a restart.
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     {d.broker_key for d in TOPIC_CONFIGS.values()}
-    | {"max.connections", "log.cleaner.backoff.ms"}
+    | {"max.connections", "log.cleaner.backoff.ms", "sasl.kerberos.min.time.before.relogin"}
 )
+# Of those, the ones Kafka takes only for a named broker, never as the cluster default.
+PER_BROKER_ONLY_CONFIGS: frozenset[str] = frozenset({"sasl.kerberos.min.time.before.relogin"})
 
 
 def _broker_defaults() -> dict[str, str]:
@@ -215,8 +221,8 @@ class BrokerConfig:
 
         Entries that are not (or no longer) valid dynamic settings are skipped:
         the controller validated them, but a newer slog may have written them."""
-        default = _usable_dynamic(cluster_default)
-        broker = _usable_dynamic(this_broker)
+        default = _usable_dynamic(cluster_default, per_broker=False)
+        broker = _usable_dynamic(this_broker, per_broker=True)
         if (default, broker) == (self.dynamic_default, self.dynamic_broker):
             return False
         self.dynamic_default, self.dynamic_broker = default, broker
@@ -280,11 +286,11 @@ class BrokerConfig:
         return self.cluster_value(TOPIC_CONFIGS[name].broker_key)
 
 
-def _usable_dynamic(configs: Mapping[str, str]) -> dict[str, str]:
+def _usable_dynamic(configs: Mapping[str, str], per_broker: bool) -> dict[str, str]:
     usable = {}
     for key, value in configs.items():
         try:
-            usable[key] = validate_dynamic_broker_config(key, value)
+            usable[key] = validate_dynamic_broker_config(key, value, per_broker=per_broker)
         except ConfigError:
             continue
     return usable
@@ -299,9 +305,13 @@ def validate_broker_value(key: str, value: str) -> str:
         raise ConfigError(f"invalid value for {key}: {exc}") from exc
 
 
-def validate_dynamic_broker_config(key: str, value: str) -> str:
-    """Like :func:`validate_broker_value`, and refuses settings that need a restart."""
+def validate_dynamic_broker_config(key: str, value: str, *, per_broker: bool = True) -> str:
+    """Like :func:`validate_broker_value`, and refuses settings that need a restart (and,
+    for the cluster default, ``per_broker=False``, those only a named broker takes)."""
     if key in DYNAMIC_BROKER_CONFIGS:
+        if not per_broker and key in PER_BROKER_ONLY_CONFIGS:
+            raise ConfigError(f"{key} cannot be updated at the cluster default level: "
+                              "name a broker id")
         return validate_broker_value(key, value)
     _broker_validator(key)  # an unknown name says so rather than "not dynamic"
     raise ConfigError(f"{key} cannot be updated dynamically: it takes effect at start-up "

@@ -509,7 +509,8 @@ class Controller:
         clean: dict[str, str | None] = {}
         for key, value in changes.items():
             try:
-                clean[key] = None if value is None else validate_dynamic_broker_config(key, value)
+                clean[key] = None if value is None else validate_dynamic_broker_config(
+                    key, value, per_broker=broker_id is not None)
             except ConfigError as exc:
                 # Kafka answers INVALID_REQUEST for broker config validation (KAFKA-13609).
                 raise ControllerError(ErrorCode.invalid_request, str(exc)) from exc

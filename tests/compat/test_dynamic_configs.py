@@ -208,6 +208,34 @@ def test_describe_another_brokers_id_is_refused(broker: BrokerProcess) -> None:
     assert [r.error_code for r in response.results] == [ErrorCode.invalid_request] * 2
 
 
+def test_librdkafka_admin_test_broker_configs(admin: AdminClient) -> None:
+    """What librdkafka's 0081 admin test alters: a per-broker SASL setting, with the legacy
+    AlterConfigs (confluent-kafka's alter_configs) and IncrementalAlterConfigs, plus topic
+    configs in the same request."""
+    key = "sasl.kerberos.min.time.before.relogin"
+    result(admin.create_topics([NewTopic("rdkafka-0081", 1, 1)]))
+    legacy = [ConfigResource("broker", BROKER, set_config={key: "58000"}),
+              ConfigResource("topic", "rdkafka-0081",
+                             set_config={"compression.type": "gzip", "flush.ms": "12345678"})]
+    with pytest.warns(DeprecationWarning):
+        result(admin.alter_configs(legacy))
+    assert describe(admin, "broker", BROKER)[key].value == "58000"
+    topic = describe(admin, "topic", "rdkafka-0081")
+    assert (topic["compression.type"].value, topic["flush.ms"].value) == ("gzip", "12345678")
+    alter(admin, "broker", BROKER, **{key: "59000"})
+    configs = describe(admin, "broker", BROKER)
+    assert (configs[key].value, configs[key].source) == (
+        "59000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    missing = ConfigResource("topic", "rdkafka-0081-missing", incremental_configs=[
+        ConfigEntry("compression.type", "lz4", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as exc:
+        result(admin.incremental_alter_configs([missing]))
+    assert error_of(exc).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    # Kafka takes it only for a named broker.
+    with pytest.raises(SlogKafkaError, match="name a broker id"):
+        alter(admin, "broker", "", **{key: "58000"})
+
+
 # ---------------------------------------------------------------------- kafka-python
 
 

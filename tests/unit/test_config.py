@@ -110,6 +110,16 @@ def test_dynamic_validation(key: str, value: str, message: str) -> None:
         validate_dynamic_broker_config(key, value)
 
 
+def test_per_broker_only_settings_are_refused_at_the_cluster_default() -> None:
+    key = "sasl.kerberos.min.time.before.relogin"
+    assert validate_dynamic_broker_config(key, "58000") == "58000"
+    with pytest.raises(ConfigError, match="name a broker id"):
+        validate_dynamic_broker_config(key, "58000", per_broker=False)
+    config = BrokerConfig(1, Path("/x"))
+    config.set_dynamic({key: "1"}, {})
+    assert config.source(key) == ConfigSource.DEFAULT_CONFIG
+
+
 def test_dynamic_values_are_normalised() -> None:
     assert validate_dynamic_broker_config("unclean.leader.election.enable", " TRUE") == "true"
     assert validate_dynamic_broker_config("max.connections", "7") == "7"
