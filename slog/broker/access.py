@@ -144,7 +144,7 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
         yield from _topics(op.ALTER, request.topics)
     elif api_key == ApiKey.DESCRIBE_CONFIGS:
         yield from _configs(op.DESCRIBE_CONFIGS, request)
-    elif api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+    elif api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
         yield from _configs(op.ALTER_CONFIGS, request)
     elif api_key in (ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS):
         yield _cluster(op.ALTER)

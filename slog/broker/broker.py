@@ -144,12 +144,26 @@ class Broker:
         changed = False
         for offset, record in records:
             changed |= self.image.apply(record, offset)
+        if changed:
+            self._apply_dynamic_config()
         if changed and self.replicas is not None:
             self.replicas.apply_image(self.image)
         deleted = topics_before - set(self.image.topics)
         if deleted and self.groups is not None:
             self.groups.remove_offsets_of_deleted_topics(deleted)
         return changed
+
+    def _apply_dynamic_config(self) -> None:
+        """Take in dynamic broker configs from the image. Readers of ``config.values``
+        see them at once (max.connections on the next accept, min.insync.replicas on the
+        next produce, the controller's election rules); topic logs are rebuilt by the
+        replica manager's apply_image; the cleaner's backoff is pushed here."""
+        if not self.config.set_dynamic(self.image.dynamic_broker_configs(None),
+                                       self.image.dynamic_broker_configs(self.broker_id)):
+            return
+        self.log_cleaner.backoff_ms = self.config.get_int("log.cleaner.backoff.ms")
+        log.info("dynamic broker configs now: default %s, broker %d %s",
+                 self.config.dynamic_default, self.broker_id, self.config.dynamic_broker)
 
     def poll_metadata_if_stale(self) -> None:
         """Catch up with the metadata log if this process stalled (SIGSTOP, swapping).

@@ -48,7 +48,7 @@ ENVELOPE_VERSION: Final = 0
 # brokers forward them. (AlterPartition is broker-to-controller already.)
 CONTROLLER_APIS: Final = frozenset({
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+    ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
     ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
 })
 FORWARD_TIMEOUT_S = 10.0  # below clients' usual 30 s request timeout

@@ -1,16 +1,40 @@
-"""``slog config show``: the effective settings and where each one came from."""
+"""``slog config show``: the CLI's own settings and where each one came from;
+``slog config describe|alter``: the cluster's broker and topic configs.
+
+A target is one broker (``--broker ID``, its dynamic and static settings), the
+cluster-wide dynamic default of every broker (``--broker-default``) or a topic
+(``--topic NAME``), Kafka's BROKER and TOPIC config resources.
+"""
 
 from __future__ import annotations
 
 import os
+from typing import Annotated, Any
 
 import typer
 
-from slog.cli.common import DEFAULT_BOOTSTRAP, BootstrapOption, DataDirOption, default_data_dir
+from slog.cli.common import (
+    DEFAULT_BOOTSTRAP,
+    EXIT_NOT_FOUND,
+    EXIT_USAGE,
+    BootstrapOption,
+    DataDirOption,
+    client_errors,
+    complete_topics,
+    default_data_dir,
+    fail,
+)
 from slog.cli.output import OutputFormat, OutputOption, emit
 
-app = typer.Typer(help="Show the effective configuration (profiles, environment, flags).",
-                  no_args_is_help=True)
+app = typer.Typer(help="The CLI's settings (show) and the cluster's broker and topic configs "
+                       "(describe, alter).", no_args_is_help=True)
+
+BrokerOption = Annotated[int | None, typer.Option(
+    "--broker", min=0, help="This broker's configs (dynamic, static and defaults).")]
+BrokerDefaultOption = Annotated[bool, typer.Option(
+    "--broker-default", help="The cluster-wide dynamic default of every broker.")]
+TopicOption = Annotated[str | None, typer.Option(
+    "--topic", "-t", help="A topic's configs.", autocompletion=complete_topics)]
 
 
 def _source(ctx: typer.Context, name: str, profile_source: str) -> str:
@@ -75,3 +99,130 @@ def show(
          "env XDG_DATA_HOME" if os.environ.get("XDG_DATA_HOME") else "default"},
     ]
     emit(rows, ["setting", "value", "source"], output)
+
+
+# -- cluster configs (Kafka's BROKER and TOPIC resources) -----------------------------------
+def _target(broker: int | None, broker_default: bool, topic: str | None
+            ) -> tuple[str, int | str | None]:
+    """("broker", id) | ("broker", None) for the default | ("topic", name); exactly one."""
+    chosen = [(kind, value) for kind, value, given in (
+        ("broker", broker, broker is not None), ("broker", None, broker_default),
+        ("topic", topic, topic is not None)) if given]
+    if len(chosen) != 1:
+        fail("name one target: --broker ID, --broker-default or --topic NAME", code=EXIT_USAGE)
+    return chosen[0]
+
+
+def _admin(bootstrap: str) -> Any:
+    from slog.client import Admin
+
+    return Admin(bootstrap, client_id="slog-cli")
+
+
+def _check_broker_known(admin: Any, broker_id: int) -> None:
+    brokers = admin.cluster.refresh_metadata([]).brokers
+    if broker_id not in brokers:
+        fail(f"broker {broker_id} is not in the cluster",
+             hint=f"live brokers: {', '.join(map(str, sorted(brokers))) or 'none'}",
+             code=EXIT_NOT_FOUND)
+
+
+@app.command()
+def describe(
+    broker: BrokerOption = None,
+    broker_default: BrokerDefaultOption = False,
+    topic: TopicOption = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Print the configs of a broker, of the cluster-wide broker default or of a topic,
+    with the source of each value.
+
+    Sources, highest precedence first: DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG (--config at start-up),
+    DEFAULT_CONFIG. read_only: only a restart can change it.
+
+    Examples:
+      slog config describe --broker 1
+      slog config describe --broker-default -o json
+      slog config describe --topic orders
+    """
+    kind, name = _target(broker, broker_default, topic)
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        if kind == "topic":
+            entries = admin.describe_configs(str(name))
+        else:
+            if name is not None:
+                _check_broker_known(admin, int(name))
+            entries = admin.describe_broker_configs(None if name is None else int(name))
+    rows = [{"name": e.name, "value": e.value, "source": e.source, "read_only": e.read_only}
+            for _, e in sorted(entries.items())]
+    emit(rows, ["name", "value", "source"], output)
+
+
+@app.command()
+def alter(
+    broker: BrokerOption = None,
+    broker_default: BrokerDefaultOption = False,
+    topic: TopicOption = None,
+    set_: Annotated[list[str] | None, typer.Option(
+        "--set", help="Set a config key=value (repeatable).")] = None,
+    delete: Annotated[list[str] | None, typer.Option(
+        "--delete", help="Remove a config, back to the next source down (repeatable).")
+    ] = None,
+    validate_only: Annotated[bool, typer.Option(
+        "--validate-only", help="Only check the change with the controller.")] = False,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Change configs of a broker, of the cluster-wide broker default or of a topic, without
+    a restart.
+
+    Broker targets take only the settings Kafka lets you change at runtime
+    (the log.* topic defaults, message.max.bytes, min.insync.replicas,
+    unclean.leader.election.enable, compression.type, max.connections,
+    log.cleaner.backoff.ms); the rest need --config at start-up.
+
+    Examples:
+      slog config alter --broker-default --set log.retention.ms=86400000
+      slog config alter --broker 2 --set max.connections=500 --delete log.segment.bytes
+      slog config alter --topic orders --set cleanup.policy=compact
+    """
+    from slog.core.config import (
+        ConfigError,
+        parse_key_values,
+        validate_dynamic_broker_config,
+        validate_topic_configs,
+    )
+
+    kind, name = _target(broker, broker_default, topic)
+    deletes = list(dict.fromkeys(delete or []))
+    try:
+        changes = parse_key_values(set_ or [])
+        # Checked here with the broker's own tables: a typo is a usage error and
+        # nothing is sent.
+        if kind == "topic":
+            validate_topic_configs({**changes, **dict.fromkeys(deletes)})
+        else:
+            for key, value in changes.items():
+                validate_dynamic_broker_config(key, value, per_broker=name is not None)
+    except ConfigError as exc:
+        fail(str(exc), code=EXIT_USAGE)
+    if not changes and not deletes:
+        fail("nothing to change: pass --set key=value or --delete key", code=EXIT_USAGE)
+    if set(changes) & set(deletes):
+        fail(f"both set and deleted: {', '.join(sorted(set(changes) & set(deletes)))}",
+             code=EXIT_USAGE)
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        if kind == "topic":
+            admin.alter_configs(str(name), set=changes, delete=deletes,
+                                validate_only=validate_only)
+        else:
+            if name is not None:
+                _check_broker_known(admin, int(name))
+            admin.alter_broker_configs(None if name is None else int(name), set=changes,
+                                       delete=deletes, validate_only=validate_only)
+    status = "valid" if validate_only else None
+    rows = [{"name": k, "value": v, "action": status or "set"} for k, v in changes.items()]
+    rows += [{"name": k, "value": None, "action": status or "deleted"} for k in deletes]
+    emit(rows, ["name", "value", "action"], output)

@@ -181,6 +181,13 @@ SCHEMAS: dict[str, Shape] = {
                                   "value": "effective value, or null",
                                   "source": "flag, env VAR, profile NAME (file), config, "
                                             "default"}),
+    "config describe": Shape("list", {
+        "name": "config name", "value": "effective value, or null",
+        "source": "DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, "
+                  "DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG",
+        "read_only": "true when only a restart can change it"}),
+    "config alter": Shape("list", {"name": "config name", "value": "value set, or null",
+                                   "action": "set, deleted, or valid (--validate-only)"}),
     "completion install": Shape("object", {"shell": "bash, zsh or fish",
                                            "path": "file written",
                                            "note": "what else to do"}),

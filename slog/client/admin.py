@@ -12,7 +12,8 @@ Requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 IncrementalAlterConfigs, AlterPartitionReassignments, ElectLeaders) go to the
 controller named in fresh metadata (any broker would forward them; this saves
 the hop) and are retried once after NOT_CONTROLLER (the controller moved).
-Everything else goes to any broker, or to partition leaders for ListOffsets.
+Everything else goes to any broker, or to partition leaders for ListOffsets, or
+to the broker itself for its configs.
 For elections, ELECTION_NOT_NEEDED is an outcome, not a failure.
 """
 
@@ -42,6 +43,7 @@ from slog.protocol.errors import ErrorCode
 __all__ = ["Admin", "ElectionResult", "PartitionReassignment", "ReplicaLogDir"]
 
 RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
 OP_SET, OP_DELETE = 0, 1
 CONFIG_SOURCES = {
     0: "UNKNOWN",
@@ -95,6 +97,18 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
     for topic, partition in partitions:  # TopicPartition or a plain (topic, partition)
         grouped.setdefault(topic, []).append(partition)
     return grouped
+
+
+def _broker_resource(broker_id: int | None) -> str:
+    return "" if broker_id is None else str(broker_id)
+
+
+def _config_entries(result: Any) -> dict[str, ConfigEntry]:
+    return {c.name: ConfigEntry(name=c.name, value=c.value,
+                                source=CONFIG_SOURCES.get(getattr(c, "config_source", 0),
+                                                          "UNKNOWN"),
+                                read_only=c.read_only, sensitive=c.is_sensitive)
+            for c in result.configs}
 
 
 def _item_errors(rows: Iterable[Any], name: Callable[[Any], str]) -> dict[str, KafkaError]:
@@ -244,25 +258,48 @@ class Admin:
                                "configuration_keys": wanted} for topic in topics],
                 "include_synonyms": False, "include_documentation": False}
         response = self._cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
-        found = {
-            r.resource_name: {
-                c.name: ConfigEntry(
-                    name=c.name, value=c.value,
-                    source=CONFIG_SOURCES.get(getattr(c, "config_source", 0), "UNKNOWN"),
-                    read_only=c.read_only, sensitive=c.is_sensitive)
-                for c in r.configs}
-            for r in response.results if not r.error_code
-        }
+        found = {r.resource_name: _config_entries(r) for r in response.results
+                 if not r.error_code}
         raise_for_items(_item_errors(response.results, lambda r: r.resource_name), found)
         return found
+
+    def describe_broker_configs(self, broker_id: int | None = None) -> dict[str, ConfigEntry]:
+        """Every setting of broker ``broker_id`` with its source, asked of that broker (only
+        it knows its static settings); with None, the cluster-wide dynamic defaults."""
+        body = {"resources": [{"resource_type": RESOURCE_BROKER,
+                               "resource_name": _broker_resource(broker_id),
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        if broker_id is None:
+            response = self._cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
+        else:
+            self._cluster.refresh_metadata([])
+            response = self._cluster.connection(broker_id).request(ApiKey.DESCRIBE_CONFIGS, body)
+        [result] = response.results
+        if result.error_code:
+            raise KafkaError.for_code(result.error_code, result.error_message,
+                                      item=result.resource_name)
+        return _config_entries(result)
 
     def alter_configs(self, topic: str, set: Mapping[str, str] | None = None,
                       delete: Iterable[str] = (), validate_only: bool = False) -> None:
         """Set and/or delete (back to the default) topic configs, incrementally."""
+        self._alter_incrementally(RESOURCE_TOPIC, topic, set, delete, validate_only)
+
+    def alter_broker_configs(self, broker_id: int | None, set: Mapping[str, str] | None = None,
+                             delete: Iterable[str] = (), validate_only: bool = False) -> None:
+        """Set and/or delete dynamic configs of broker ``broker_id`` or, with None, the
+        cluster-wide default; they take effect without a restart."""
+        self._alter_incrementally(RESOURCE_BROKER, _broker_resource(broker_id), set, delete,
+                                  validate_only)
+
+    def _alter_incrementally(self, resource_type: int, name: str,
+                             set: Mapping[str, str] | None, delete: Iterable[str],
+                             validate_only: bool) -> None:
         ops = [{"name": k, "config_operation": OP_SET, "value": str(v)}
                for k, v in (set or {}).items()]
         ops += [{"name": k, "config_operation": OP_DELETE, "value": None} for k in delete]
-        body = {"resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": topic,
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name,
                                "configs": ops}],
                 "validate_only": validate_only}
         response = self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,

@@ -55,6 +55,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.CREATE_PARTITIONS: 3,
     ApiKey.DESCRIBE_CONFIGS: 4,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.ALTER_CONFIGS: 2,
     ApiKey.INIT_PRODUCER_ID: 4,
     ApiKey.DESCRIBE_CLUSTER: 1,
     ApiKey.ELECT_LEADERS: 2,  # v1+: election type (unclean)

@@ -152,7 +152,8 @@ class TopicListing:
 
 @dataclass(frozen=True)
 class ConfigEntry:
-    """A topic config; ``source`` is Kafka's name (DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG, ...)."""
+    """A topic or broker config; ``source`` is Kafka's name (DYNAMIC_TOPIC_CONFIG,
+    DYNAMIC_BROKER_CONFIG, DEFAULT_CONFIG, ...)."""
 
     name: str
     value: str | None

@@ -65,7 +65,7 @@ class LogCleaner:
     def __init__(self, backoff_ms: int = 15_000, *, enabled: bool = True,
                  time: Callable[[], float] = _time.time):
         self.enabled = enabled
-        self._backoff_s = backoff_ms / 1000
+        self.backoff_ms = backoff_ms  # a dynamic config: the next run uses the new value
         self._time = time
         self._next_run = 0.0
         self._first_dirty: dict[Path, int] = {}  # per log directory
@@ -77,7 +77,7 @@ class LogCleaner:
         now = self._time()
         if not self.enabled or now < self._next_run:
             return 0
-        self._next_run = now + self._backoff_s
+        self._next_run = now + self.backoff_ms / 1000
         rewritten = 0
         for key, plog in logs.items():
             if plog.closed or not plog.config.compact_enabled:

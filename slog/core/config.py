@@ -2,6 +2,11 @@
 
 Topic configs fall back to a broker default (``retention.ms`` ← ``log.retention.ms``),
 exactly as in Kafka, so DescribeConfigs can say where each value came from.
+
+A broker setting resolves through Kafka's layers, highest first: this broker's
+dynamic config, the cluster-wide dynamic default (both set at runtime through
+the metadata log), the static ``--config k=v`` of this process, the built-in
+default. Only :data:`DYNAMIC_BROKER_CONFIGS` may be set at runtime.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ class ConfigSource(IntEnum):
     """DescribeConfigs' ConfigSource numbering."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -168,7 +175,22 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     # Rack awareness (docs/ARCHITECTURE.md, Placement; Data plane: Fetch).
     "broker.rack": ("", str.strip),  # empty: no rack (Kafka's null)
     "replica.selector.class": ("", _replica_selector),
+    # Kafka's per-broker SASL/GSSAPI setting. slog has no GSSAPI, so, as on a Kafka
+    # broker without it, the value is only stored and reported; clients' admin tests
+    # (librdkafka's) use it as the example of a per-broker dynamic config.
+    "sasl.kerberos.min.time.before.relogin": ("60000", _int(0)),
 }
+
+
+# Broker settings Kafka lets an admin change at runtime (its DynamicBrokerConfig:
+# every log.* default a topic config falls back to, max.connections and the log
+# cleaner's backoff), restricted to the ones slog has. The rest need a restart.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
+    {d.broker_key for d in TOPIC_CONFIGS.values()}
+    | {"max.connections", "log.cleaner.backoff.ms", "sasl.kerberos.min.time.before.relogin"}
+)
+# Of those, the ones Kafka takes only for a named broker, never as the cluster default.
+PER_BROKER_ONLY_CONFIGS: frozenset[str] = frozenset({"sasl.kerberos.min.time.before.relogin"})
 
 
 def _broker_defaults() -> dict[str, str]:
@@ -177,14 +199,21 @@ def _broker_defaults() -> dict[str, str]:
     return values
 
 
+DEFAULTS: Mapping[str, str] = _broker_defaults()
+
+
 @dataclass
 class BrokerConfig:
+    """This broker's settings: four layers and the effective ``values`` they make."""
+
     broker_id: int
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 9092
-    values: dict[str, str] = field(default_factory=_broker_defaults)
-    overridden: set[str] = field(default_factory=set)
+    static: dict[str, str] = field(default_factory=dict)  # --config at start-up
+    dynamic_default: dict[str, str] = field(default_factory=dict)  # cluster-wide, runtime
+    dynamic_broker: dict[str, str] = field(default_factory=dict)  # this broker, runtime
+    values: dict[str, str] = field(default_factory=lambda: dict(DEFAULTS))
 
     @classmethod
     def build(
@@ -196,12 +225,46 @@ class BrokerConfig:
         return config
 
     def set(self, key: str, value: str) -> None:
-        check = _broker_validator(key)
-        try:
-            self.values[key] = check(value)
-        except ConfigError as exc:
-            raise ConfigError(f"invalid value for {key}: {exc}") from exc
-        self.overridden.add(key)
+        """A static setting (``--config``)."""
+        self.static[key] = validate_broker_value(key, value)
+        self._resolve()
+
+    def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]
+                    ) -> bool:
+        """Replace both dynamic layers (from the metadata image); True if anything changed.
+
+        Entries that are not (or no longer) valid dynamic settings are skipped:
+        the controller validated them, but a newer slog may have written them."""
+        default = _usable_dynamic(cluster_default, per_broker=False)
+        broker = _usable_dynamic(this_broker, per_broker=True)
+        if (default, broker) == (self.dynamic_default, self.dynamic_broker):
+            return False
+        self.dynamic_default, self.dynamic_broker = default, broker
+        self._resolve()
+        return True
+
+    def _resolve(self) -> None:
+        self.values = {**DEFAULTS, **self.static, **self.dynamic_default, **self.dynamic_broker}
+
+    def source(self, key: str) -> ConfigSource:
+        """Which layer ``values[key]`` comes from."""
+        return self.synonyms(key)[0][1]
+
+    def synonyms(self, key: str) -> list[tuple[str, ConfigSource]]:
+        """Every layer that sets ``key``, highest precedence first (DescribeConfigs synonyms)."""
+        layers = ((self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                  (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                  (self.static, ConfigSource.STATIC_BROKER_CONFIG),
+                  (DEFAULTS, ConfigSource.DEFAULT_CONFIG))
+        return [(layer[key], source) for layer, source in layers if key in layer]
+
+    def cluster_value(self, key: str) -> str:
+        """``key`` without this broker's own dynamic layer: what the controller decides by
+        (the cluster-wide default, else the static config it runs with)."""
+        for layer in (self.dynamic_default, self.static, DEFAULTS):
+            if key in layer:
+                return layer[key]
+        raise KeyError(key)
 
     def get_int(self, key: str) -> int:
         return int(self.values[key])
@@ -229,17 +292,53 @@ class BrokerConfig:
         for name, definition in TOPIC_CONFIGS.items():
             if name in overrides:
                 result[name] = (overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
-            elif definition.broker_key in self.overridden:
-                result[name] = (
-                    self.values[definition.broker_key],
-                    ConfigSource.STATIC_BROKER_CONFIG,
-                )
             else:
-                result[name] = (self.values[definition.broker_key], ConfigSource.DEFAULT_CONFIG)
+                key = definition.broker_key
+                result[name] = (self.values[key], self.source(key))
         return result
 
     def topic_values(self, overrides: Mapping[str, str]) -> dict[str, str]:
-        return {k: v for k, (v, _) in self.effective_topic_config(overrides).items()}
+        values = self.values
+        return {name: overrides[name] if name in overrides else values[d.broker_key]
+                for name, d in TOPIC_CONFIGS.items()}
+
+    def cluster_topic_value(self, overrides: Mapping[str, str], name: str) -> str:
+        """A topic config as the controller resolves it (see :meth:`cluster_value`)."""
+        if name in overrides:
+            return overrides[name]
+        return self.cluster_value(TOPIC_CONFIGS[name].broker_key)
+
+
+def _usable_dynamic(configs: Mapping[str, str], per_broker: bool) -> dict[str, str]:
+    usable = {}
+    for key, value in configs.items():
+        try:
+            usable[key] = validate_dynamic_broker_config(key, value, per_broker=per_broker)
+        except ConfigError:
+            continue
+    return usable
+
+
+def validate_broker_value(key: str, value: str) -> str:
+    """The normalised value of broker setting ``key``, or ConfigError."""
+    check = _broker_validator(key)
+    try:
+        return check(value)
+    except ConfigError as exc:
+        raise ConfigError(f"invalid value for {key}: {exc}") from exc
+
+
+def validate_dynamic_broker_config(key: str, value: str, *, per_broker: bool = True) -> str:
+    """Like :func:`validate_broker_value`, and refuses settings that need a restart (and,
+    for the cluster default, ``per_broker=False``, those only a named broker takes)."""
+    if key in DYNAMIC_BROKER_CONFIGS:
+        if not per_broker and key in PER_BROKER_ONLY_CONFIGS:
+            raise ConfigError(f"{key} cannot be updated at the cluster default level: "
+                              "name a broker id")
+        return validate_broker_value(key, value)
+    _broker_validator(key)  # an unknown name says so rather than "not dynamic"
+    raise ConfigError(f"{key} cannot be updated dynamically: it takes effect at start-up "
+                      "(pass --config)")
 
 
 def _broker_validator(key: str) -> Callable[[str], str]:

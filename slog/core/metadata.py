@@ -16,6 +16,8 @@ Records are plain dicts (JSON in the log) with a ``type`` key:
 ``partition``        topic, partition, replicas, isr, leader, leader_epoch,
                      partition_epoch, adding, removing: full state of one partition
 ``topic_config``     topic, configs (value None deletes the override)
+``broker_config``    broker_id (None: the cluster-wide default), configs (value None
+                     deletes): dynamic broker configs, KRaft's ConfigRecord for BROKER
 ``remove_topic``     name: a topic was deleted
 ``producer_ids``     next_producer_id: the next unallocated producer id block start
 ``acl``              an ACL binding was created (fields of :class:`slog.core.acls.AclBinding`)
@@ -125,6 +127,8 @@ class MetadataImage:
     topics: dict[str, TopicImage] = field(default_factory=dict)
     next_producer_id: int = 0
     acls: set[AclBinding] = field(default_factory=set)
+    # Dynamic broker configs: broker id -> {key: value}; None is the cluster default.
+    broker_configs: dict[int | None, dict[str, str]] = field(default_factory=dict)
 
     def apply(self, record: Mapping[str, Any], offset: int | None = None) -> bool:
         """Apply one record; returns False when it was ignored as stale."""
@@ -173,6 +177,10 @@ class MetadataImage:
     def all_partitions(self) -> list[PartitionState]:
         return [p for t in self.topics.values() for p in t.partitions.values()]
 
+    def dynamic_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        """Broker ``broker_id``'s dynamic configs (None: the cluster-wide default)."""
+        return dict(self.broker_configs.get(broker_id, {}))
+
 
 def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
     reg = BrokerRegistration(
@@ -219,6 +227,19 @@ def _apply_topic_config(image: MetadataImage, record: Mapping[str, Any]) -> None
             topic.configs[key] = str(value)
 
 
+def _apply_broker_config(image: MetadataImage, record: Mapping[str, Any]) -> None:
+    broker_id = record.get("broker_id")
+    key = None if broker_id is None else int(broker_id)
+    configs = image.broker_configs.setdefault(key, {})
+    for name, value in record["configs"].items():
+        if value is None:
+            configs.pop(name, None)
+        else:
+            configs[name] = str(value)
+    if not configs:
+        del image.broker_configs[key]
+
+
 def _apply_remove_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
     image.topics.pop(record["name"], None)
 
@@ -246,6 +267,7 @@ _APPLIERS = {
     "topic": _apply_topic,
     "partition": _apply_partition,
     "topic_config": _apply_topic_config,
+    "broker_config": _apply_broker_config,
     "remove_topic": _apply_remove_topic,
     "producer_ids": _apply_producer_ids,
 }

@@ -65,6 +65,7 @@ class ApiKey(enum.IntEnum):
     CREATE_ACLS = 30
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -120,6 +121,8 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.CREATE_PARTITIONS, 0, 3),
     # kio: 1-4 (Kafka 4 dropped v0).
     (ApiKey.DESCRIBE_CONFIGS, 1, 4),
+    # Legacy (replace-all) AlterConfigs: librdkafka and kafka-python still use it.
+    (ApiKey.ALTER_CONFIGS, 0, 2),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
     # kio: 1-5 (Kafka 4 dropped v0). v5 reports the log dir's directory id,
     # which a broker with one log dir per process has no use for.

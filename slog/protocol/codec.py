@@ -918,6 +918,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.DELETE_GROUPS: (_delete_groups, True),
     ApiKey.ELECT_LEADERS: (_elect_leaders, False),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (_incremental_alter_configs, True),
+    ApiKey.ALTER_CONFIGS: (_incremental_alter_configs, True),  # the same response shape
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (_top_level, False),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (_top_level, False),
     ApiKey.OFFSET_DELETE: (_top_level, False),

@@ -16,11 +16,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from slog.core.acls import AclBinding, AclFilter
-from slog.core.config import BrokerConfig, ConfigError, validate_topic_configs
+from slog.core.config import (
+    BrokerConfig,
+    ConfigError,
+    validate_dynamic_broker_config,
+    validate_topic_configs,
+)
 from slog.core.errors import InvalidTopicError
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
+from slog.protocol.errors import ErrorCode
 from slog.replication import elections, leader_balance, reassignment
 from slog.replication.placement import PlacementError, RackAwareMode, assign_replicas
 from slog.replication.throttle import split_throttle_configs
@@ -34,11 +40,12 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 class ControllerError(Exception):
-    """A rejected admin operation; ``code`` is the Kafka error name."""
+    """A rejected admin operation; ``code`` is the Kafka error name (an ``ErrorCode``
+    member is taken too, as new code should pass)."""
 
-    def __init__(self, code: str, message: str):
+    def __init__(self, code: ErrorCode | str, message: str):
         super().__init__(message)
-        self.code = code
+        self.code = code.name if isinstance(code, ErrorCode) else code
 
 
 @dataclass
@@ -175,7 +182,8 @@ class Controller:
     def _unclean_allowed(self, topic: str) -> bool:
         image = self.image.topics.get(topic)
         overrides = image.configs if image else {}
-        return self.config.topic_values(overrides)["unclean.leader.election.enable"] == "true"
+        return self.config.cluster_topic_value(
+            overrides, "unclean.leader.election.enable") == "true"
 
     @staticmethod
     def _log_change(before: PartitionState, after: PartitionState) -> None:
@@ -498,6 +506,25 @@ class Controller:
             raise ControllerError("invalid_config", str(exc)) from exc
         if clean and not validate_only:
             self._write([{"type": "topic_config", "topic": topic, "configs": clean}])
+
+    def alter_broker_configs(self, broker_id: int | None, changes: Mapping[str, str | None], *,
+                             validate_only: bool = False) -> None:
+        """Set (or, with None, delete) dynamic configs of one broker or, for None, of the
+        cluster-wide default. A dynamic default may lower a limit every topic without its
+        own override lives by (retention, segment size), so it takes effect everywhere as
+        soon as the brokers replay the record."""
+        clean: dict[str, str | None] = {}
+        for key, value in changes.items():
+            try:
+                clean[key] = None if value is None else validate_dynamic_broker_config(
+                    key, value, per_broker=broker_id is not None)
+            except ConfigError as exc:
+                # Kafka answers INVALID_REQUEST for broker config validation (KAFKA-13609).
+                raise ControllerError(ErrorCode.invalid_request, str(exc)) from exc
+        current = self.image.dynamic_broker_configs(broker_id)
+        clean = {k: v for k, v in clean.items() if current.get(k) != v}
+        if clean and not validate_only:
+            self._write([{"type": "broker_config", "broker_id": broker_id, "configs": clean}])
 
 
 def _too_many_partitions() -> ControllerError:

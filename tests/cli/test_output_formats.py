@@ -60,6 +60,8 @@ DATA_COMMANDS = [
     ("get-offsets", ["get-offsets", "fmt-a"]),
     ("reassign list", ["reassign", "list"]),
     ("config show", ["config", "show"]),
+    ("config describe", ["config", "describe", "--broker", "1"]),
+    ("config describe", ["config", "describe", "--topic", "fmt-a"]),
     ("cluster status", ["cluster", "status"]),
 ]
 

@@ -4,8 +4,9 @@ RF=2 on brokers that are not the controller: the follower dies first (the
 ISR shrinks to the leader), the leader takes more acks=all records, then it
 dies too. The old follower comes back out of sync. With unclean election off
 the partition stays offline and produce fails within its timeout; turning it
-on (a topic config, through the CLI) or asking for it (ElectLeaders, unclean)
-makes the out-of-sync replica lead, and the loss is logged.
+on (a topic config or the cluster-wide broker default, through the CLI) or
+asking for it (ElectLeaders, unclean) makes the out-of-sync replica lead, and
+the loss is logged.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _elect_unclean(cluster: Cluster, topic: str, partition: int) -> int:
     return int(result.error_code)
 
 
-@pytest.mark.parametrize("how", ["topic-config", "elect-leaders"])
+@pytest.mark.parametrize("how", ["topic-config", "cluster-default", "elect-leaders"])
 def test_unclean_election_only_when_asked(cluster: Cluster, how: str) -> None:
     topic = "offline"
     a, b = sorted(x for x in cluster.brokers if x != cluster.controller())
@@ -65,6 +66,12 @@ def test_unclean_election_only_when_asked(cluster: Cluster, how: str) -> None:
 
     if how == "topic-config":
         result = run_cli("topic", "alter", topic, "-c", "unclean.leader.election.enable=true",
+                         "--bootstrap", cluster.bootstrap)
+        assert result.returncode == 0, result.stderr
+    elif how == "cluster-default":
+        # A dynamic broker default, which the controller applies to a topic without its own.
+        result = run_cli("config", "alter", "--broker-default",
+                         "--set", "unclean.leader.election.enable=true",
                          "--bootstrap", cluster.bootstrap)
         assert result.returncode == 0, result.stderr
     else:

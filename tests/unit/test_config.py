@@ -9,6 +9,7 @@ from slog.core.config import (
     ConfigError,
     ConfigSource,
     parse_key_values,
+    validate_dynamic_broker_config,
     validate_topic_configs,
 )
 
@@ -71,3 +72,81 @@ def test_broker_json_without_a_rack_still_loads(tmp_path: Path) -> None:
         {"broker_id": 1, "host": "h", "port": 9, "pid": 5, "started_at": 1.0}))
     info = read_broker_info(layout, 1)
     assert info is not None and info.rack is None
+
+
+# -- dynamic broker configs ---------------------------------------------------------------
+def _layered() -> BrokerConfig:
+    config = BrokerConfig.build(2, Path("/x"), "h", 1, {"log.retention.ms": "1000",
+                                                         "max.connections": "50"})
+    config.set_dynamic({"log.retention.ms": "2000", "log.segment.bytes": "4096"},
+                       {"log.retention.ms": "3000"})
+    return config
+
+
+def test_layers_resolve_in_kafka_precedence() -> None:
+    config = _layered()
+    assert config.values["log.retention.ms"] == "3000"
+    assert config.source("log.retention.ms") == ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert config.synonyms("log.retention.ms") == [
+        ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("1000", ConfigSource.STATIC_BROKER_CONFIG),
+        (str(7 * 24 * 3600 * 1000), ConfigSource.DEFAULT_CONFIG),
+    ]
+    assert config.source("log.segment.bytes") == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert config.source("max.connections") == ConfigSource.STATIC_BROKER_CONFIG
+    assert config.source("num.partitions") == ConfigSource.DEFAULT_CONFIG
+    # The controller decides by the cluster-wide value, not its own broker's.
+    assert config.cluster_value("log.retention.ms") == "2000"
+
+
+def test_topic_configs_fall_back_through_dynamic_layers() -> None:
+    config = _layered()
+    effective = config.effective_topic_config({"segment.bytes": "8192"})
+    assert effective["retention.ms"] == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert effective["segment.bytes"] == ("8192", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert config.topic_values({})["segment.bytes"] == "4096"
+    assert config.cluster_topic_value({}, "retention.ms") == "2000"
+
+
+def test_clearing_a_dynamic_layer_falls_back_to_static() -> None:
+    config = _layered()
+    assert config.set_dynamic({}, {}) is True
+    assert config.values["log.retention.ms"] == "1000"
+    assert config.set_dynamic({}, {}) is False  # nothing changed
+
+
+def test_only_dynamic_settings_are_taken_from_the_metadata() -> None:
+    config = BrokerConfig(1, Path("/x"))
+    config.set_dynamic({"num.partitions": "9", "log.retention.ms": "bad", "bogus": "1"}, {})
+    assert config.dynamic_default == {}
+    assert config.values["num.partitions"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("num.partitions", "3", "cannot be updated dynamically"),
+        ("no.such.thing", "1", "unknown broker config"),
+        ("log.retention.ms", "soon", "not an integer"),
+        ("log.cleanup.policy", "forever", "not one of"),
+    ],
+)
+def test_dynamic_validation(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        validate_dynamic_broker_config(key, value)
+
+
+def test_per_broker_only_settings_are_refused_at_the_cluster_default() -> None:
+    key = "sasl.kerberos.min.time.before.relogin"
+    assert validate_dynamic_broker_config(key, "58000") == "58000"
+    with pytest.raises(ConfigError, match="name a broker id"):
+        validate_dynamic_broker_config(key, "58000", per_broker=False)
+    config = BrokerConfig(1, Path("/x"))
+    config.set_dynamic({key: "1"}, {})
+    assert config.source(key) == ConfigSource.DEFAULT_CONFIG
+
+
+def test_dynamic_values_are_normalised() -> None:
+    assert validate_dynamic_broker_config("unclean.leader.election.enable", " TRUE") == "true"
+    assert validate_dynamic_broker_config("max.connections", "7") == "7"

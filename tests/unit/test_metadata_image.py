@@ -65,3 +65,17 @@ def test_broker_racks_are_optional_in_records() -> None:
     assert image.racks([1, 2, 3, 4]) == {1: None, 2: "b", 3: None, 4: None}
     image.apply({"type": "broker_fence", "broker_id": 2, "fenced": True})
     assert image.brokers[2].rack == "b"  # fencing keeps what the broker registered with
+
+
+def test_broker_config_records_set_and_delete_per_broker_and_default() -> None:
+    image = MetadataImage()
+    image.apply({"type": "broker_config", "broker_id": None,
+                 "configs": {"log.retention.ms": "5", "max.connections": "9"}})
+    image.apply({"type": "broker_config", "broker_id": 2, "configs": {"log.retention.ms": "7"}})
+    image.apply({"type": "broker_config", "broker_id": None,
+                 "configs": {"max.connections": None}})
+    assert image.dynamic_broker_configs(None) == {"log.retention.ms": "5"}
+    assert image.dynamic_broker_configs(2) == {"log.retention.ms": "7"}
+    assert image.dynamic_broker_configs(1) == {}
+    image.apply({"type": "broker_config", "broker_id": 2, "configs": {"log.retention.ms": None}})
+    assert 2 not in image.broker_configs

@@ -31,6 +31,7 @@ EXPECTED = {
     "DeleteTopics": (1, 6),
     "CreatePartitions": (0, 3),
     "DescribeConfigs": (1, 4),
+    "AlterConfigs": (0, 2),
     "IncrementalAlterConfigs": (0, 1),
     "FindCoordinator": (0, 4),
     "JoinGroup": (0, 9),

@@ -7,6 +7,7 @@ from slog.broker.handlers import (
     acls,
     admin,
     cluster,
+    configs,
     data,
     groups,
     log_dirs,
@@ -18,7 +19,7 @@ from slog.broker.handlers import (
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
-    for module in (cluster, data, admin, replication, reassign, groups, log_dirs, sasl,
-                   acls):
+    for module in (cluster, data, admin, configs, replication, reassign, groups, log_dirs,
+                   sasl, acls):
         handlers.update(module.HANDLERS)
     return handlers

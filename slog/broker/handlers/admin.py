@@ -1,5 +1,5 @@
-"""Topic and config administration: CreateTopics, DeleteTopics, CreatePartitions,
-DescribeConfigs and IncrementalAlterConfigs.
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions (configs are in
+``configs.py``).
 
 Changes are applied by the controller: other brokers forward them to it
 (:mod:`slog.broker.forwarding`), so these handlers run on the controller. The
@@ -14,19 +14,9 @@ from collections import Counter
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import INVALID_TOPIC, NONE, NOT_CONTROLLER, UNKNOWN_TOPIC, code
-from slog.core.config import TOPIC_CONFIGS, ConfigSource
-from slog.core.errors import InvalidTopicError
-from slog.core.names import validate_topic_name
+from slog.broker.handlers.common import NONE, NOT_CONTROLLER, code
 from slog.protocol.apis import ApiKey
 from slog.replication.controller import ControllerError, CreatedTopic, NewTopic
-
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
-# DescribeConfigs v3+ config types.
-TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_LIST = 1, 2, 5, 7
-_LIST_CONFIGS = {"cleanup.policy"}
 
 
 def _error(exc: ControllerError) -> dict[str, Any]:
@@ -139,149 +129,8 @@ async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]
     return {"throttle_time": 0, "results": results}
 
 
-# -- configs --------------------------------------------------------------------------
-def _invalid_topic(name: str) -> dict[str, Any] | None:
-    """INVALID_TOPIC_EXCEPTION for a name no topic can have, as Kafka's Topic.validate."""
-    try:
-        validate_topic_name(name)
-    except InvalidTopicError as exc:
-        return {"error_code": INVALID_TOPIC, "error_message": str(exc)}
-    return None
-
-
-def _config_type(name: str, value: str) -> int:
-    if name in _LIST_CONFIGS:
-        return TYPE_LIST
-    if value in ("true", "false"):
-        return TYPE_BOOLEAN
-    return TYPE_LONG if value.lstrip("-").isdigit() else TYPE_STRING
-
-
-def _describe_topic(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
-    name = resource.resource_name
-    entry: dict[str, Any] = {"resource_type": RESOURCE_TOPIC, "resource_name": name,
-                             "error_code": NONE, "error_message": None, "configs": []}
-    invalid = _invalid_topic(name)
-    if invalid is not None:
-        entry.update(invalid)
-        return entry
-    topic = ctx.broker.image.topics.get(name)
-    if topic is None:
-        entry.update(error_code=UNKNOWN_TOPIC, error_message=f"topic {name!r} does not exist")
-        return entry
-    config = ctx.broker.config
-    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
-    for key, (value, source) in sorted(config.effective_topic_config(topic.configs).items()):
-        if wanted is not None and key not in wanted:
-            continue
-        chain = []
-        if synonyms:
-            if key in topic.configs:
-                chain.append({"name": key, "value": value,
-                              "source": int(ConfigSource.DYNAMIC_TOPIC_CONFIG)})
-            broker_key = TOPIC_CONFIGS[key].broker_key
-            chain.append({"name": broker_key, "value": config.values[broker_key],
-                          "source": int(ConfigSource.STATIC_BROKER_CONFIG
-                                        if broker_key in config.overridden
-                                        else ConfigSource.DEFAULT_CONFIG)})
-        entry["configs"].append({
-            "name": key, "value": value, "read_only": False, "config_source": int(source),
-            "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-            "synonyms": chain, "config_type": _config_type(key, value), "documentation": None,
-        })
-    return entry
-
-
-def _describe_broker(ctx: RequestContext, resource: Any) -> dict[str, Any]:
-    config = ctx.broker.config
-    entry: dict[str, Any] = {"resource_type": RESOURCE_BROKER,
-                             "resource_name": resource.resource_name,
-                             "error_code": NONE, "error_message": None, "configs": []}
-    if resource.resource_name not in ("", str(config.broker_id)):
-        entry.update(error_code=code("invalid_request"),
-                     error_message=f"this is broker {config.broker_id}")
-        return entry
-    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
-    for key, value in sorted(config.values.items()):
-        if wanted is not None and key not in wanted:
-            continue
-        source = ConfigSource.STATIC_BROKER_CONFIG if key in config.overridden \
-            else ConfigSource.DEFAULT_CONFIG
-        entry["configs"].append({
-            "name": key, "value": value, "read_only": True, "config_source": int(source),
-            "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-            "synonyms": [], "config_type": _config_type(key, value), "documentation": None,
-        })
-    return entry
-
-
-async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    synonyms = getattr(request, "include_synonyms", False)
-    results = []
-    for resource in request.resources:
-        if resource.resource_type == RESOURCE_TOPIC:
-            results.append(_describe_topic(ctx, resource, synonyms))
-        elif resource.resource_type == RESOURCE_BROKER:
-            results.append(_describe_broker(ctx, resource))
-        else:
-            results.append({"resource_type": resource.resource_type,
-                            "resource_name": resource.resource_name,
-                            "error_code": code("invalid_request"),
-                            "error_message": "only topic and broker configs exist", "configs": []})
-    return {"throttle_time": 0, "results": results}
-
-
-def _apply_ops(current: dict[str, str], ops: Any) -> dict[str, str | None]:
-    changes: dict[str, str | None] = {}
-    for op in ops:
-        if op.config_operation == OP_SET:
-            changes[op.name] = op.value
-        elif op.config_operation == OP_DELETE:
-            changes[op.name] = None
-        elif op.name in _LIST_CONFIGS:
-            items = [i for i in (changes.get(op.name) or current.get(op.name, "")).split(",") if i]
-            new = [v for v in (op.value or "").split(",") if v]
-            if op.config_operation == OP_APPEND:
-                items += [v for v in new if v not in items]
-            else:
-                items = [i for i in items if i not in new]
-            changes[op.name] = ",".join(items) or None
-        else:
-            raise ControllerError("invalid_config",
-                                  f"APPEND/SUBTRACT only apply to list configs, not {op.name}")
-    return changes
-
-
-async def incremental_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    controller = ctx.broker.controller
-    responses = []
-    for resource in request.resources:
-        entry: dict[str, Any] = {"resource_type": resource.resource_type,
-                                 "resource_name": resource.resource_name,
-                                 "error_code": NONE, "error_message": None}
-        if resource.resource_type != RESOURCE_TOPIC:
-            entry.update(error_code=code("invalid_request"),
-                         error_message="broker configs are static: pass --config at start-up")
-        elif controller is None:
-            entry.update(_not_controller())
-        elif (invalid := _invalid_topic(resource.resource_name)) is not None:
-            entry.update(invalid)
-        else:
-            topic = ctx.broker.image.topics.get(resource.resource_name)
-            try:
-                changes = _apply_ops(topic.configs if topic else {}, resource.configs)
-                controller.alter_topic_configs(resource.resource_name, changes,
-                                               validate_only=request.validate_only)
-            except ControllerError as exc:
-                entry.update(_error(exc))
-        responses.append(entry)
-    return {"throttle_time": 0, "responses": responses}
-
-
 HANDLERS = {
     ApiKey.CREATE_TOPICS: create_topics,
     ApiKey.DELETE_TOPICS: delete_topics,
     ApiKey.CREATE_PARTITIONS: create_partitions,
-    ApiKey.DESCRIBE_CONFIGS: describe_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
 }

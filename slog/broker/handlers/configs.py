@@ -1,0 +1,252 @@
+"""Config administration: DescribeConfigs, IncrementalAlterConfigs and the legacy
+AlterConfigs, for TOPIC and BROKER resources.
+
+A BROKER resource named "N" is broker N's dynamic configs, "" the cluster-wide
+default. Describing broker N is answered by broker N (only it knows its static
+settings; clients send it there); the default by any broker. Changes are
+written by the controller as metadata records; a broker that is not the
+controller answers NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from slog.broker.dispatcher import RequestContext
+from slog.core.config import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigSource
+from slog.core.errors import InvalidTopicError
+from slog.core.names import validate_topic_name
+from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
+from slog.replication.controller import ControllerError
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+# DescribeConfigs v3+ config types.
+TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_LIST = 1, 2, 5, 7
+_LIST_CONFIGS = {"cleanup.policy", "log.cleanup.policy"}
+
+Changes = dict[str, str | None]
+_INT32_MAX = 2**31 - 1  # broker ids are Kafka INT32s
+
+
+def _failure(error: ErrorCode, message: str) -> dict[str, Any]:
+    return {"error_code": error.value, "error_message": message}
+
+
+def _controller_failure(exc: ControllerError) -> dict[str, Any]:
+    return _failure(ErrorCode[exc.code], str(exc))
+
+
+_NOT_CONTROLLER = _failure(ErrorCode.not_controller, "this broker is not the controller")
+
+
+def _invalid_topic(name: str) -> dict[str, Any] | None:
+    """INVALID_TOPIC_EXCEPTION for a name no topic can have, as Kafka's Topic.validate."""
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        return _failure(ErrorCode.invalid_topic_exception, str(exc))
+    return None
+
+
+def broker_resource_id(name: str) -> int | None:
+    """The broker a BROKER resource names (None: the cluster default); ValueError if neither."""
+    if name == "":
+        return None
+    if not (name.isascii() and name.isdigit()) or int(name) > _INT32_MAX:
+        raise ValueError(f"invalid broker resource name {name!r}: a broker id or \"\"")
+    return int(name)
+
+
+def _config_type(name: str, value: str | None) -> int:
+    if name in _LIST_CONFIGS:
+        return TYPE_LIST
+    if value in ("true", "false"):
+        return TYPE_BOOLEAN
+    return TYPE_LONG if value is not None and value.lstrip("-").isdigit() else TYPE_STRING
+
+
+def _entry(name: str, value: str, source: ConfigSource, read_only: bool,
+           synonyms: list[tuple[str, str, ConfigSource]]) -> dict[str, Any]:
+    return {
+        "name": name, "value": value, "read_only": read_only, "config_source": int(source),
+        "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
+        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in synonyms],
+        "config_type": _config_type(name, value), "documentation": None,
+    }
+
+
+def _broker_synonyms(config: BrokerConfig, key: str) -> list[tuple[str, str, ConfigSource]]:
+    return [(key, value, source) for value, source in config.synonyms(key)]
+
+
+# -- DescribeConfigs ------------------------------------------------------------------
+def _describe_topic(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
+    name = resource.resource_name
+    entry: dict[str, Any] = {"resource_type": RESOURCE_TOPIC, "resource_name": name,
+                             "error_code": 0, "error_message": None, "configs": []}
+    invalid = _invalid_topic(name)
+    if invalid is not None:
+        return {**entry, **invalid}
+    topic = ctx.broker.image.topics.get(name)
+    if topic is None:
+        return {**entry, **_failure(ErrorCode.unknown_topic_or_partition,
+                                    f"topic {name!r} does not exist")}
+    config = ctx.broker.config
+    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+    for key, (value, source) in sorted(config.effective_topic_config(topic.configs).items()):
+        if wanted is not None and key not in wanted:
+            continue
+        chain = []
+        if synonyms:
+            if key in topic.configs:
+                chain.append((key, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            chain += _broker_synonyms(config, TOPIC_CONFIGS[key].broker_key)
+        entry["configs"].append(_entry(key, value, source, False, chain))
+    return entry
+
+
+def _describe_broker(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
+    config = ctx.broker.config
+    entry: dict[str, Any] = {"resource_type": RESOURCE_BROKER,
+                             "resource_name": resource.resource_name,
+                             "error_code": 0, "error_message": None, "configs": []}
+    try:
+        broker_id = broker_resource_id(resource.resource_name)
+    except ValueError as exc:
+        return {**entry, **_failure(ErrorCode.invalid_request, str(exc))}
+    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+    if broker_id is None:
+        # As Kafka: the default resource lists the cluster-wide dynamic defaults only.
+        for key, value in sorted(config.dynamic_default.items()):
+            if wanted is None or key in wanted:
+                chain = [(key, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)] \
+                    if synonyms else []
+                entry["configs"].append(_entry(key, value,
+                                               ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+                                               False, chain))
+        return entry
+    if broker_id != config.broker_id:
+        return {**entry, **_failure(
+            ErrorCode.invalid_request,
+            f"this is broker {config.broker_id}: ask broker {broker_id} for its configs")}
+    for key, value in sorted(config.values.items()):
+        if wanted is not None and key not in wanted:
+            continue
+        chain = _broker_synonyms(config, key) if synonyms else []
+        entry["configs"].append(_entry(key, value, config.source(key),
+                                       key not in DYNAMIC_BROKER_CONFIGS, chain))
+    return entry
+
+
+async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    synonyms = getattr(request, "include_synonyms", False)
+    results = []
+    for resource in request.resources:
+        if resource.resource_type == RESOURCE_TOPIC:
+            results.append(_describe_topic(ctx, resource, synonyms))
+        elif resource.resource_type == RESOURCE_BROKER:
+            results.append(_describe_broker(ctx, resource, synonyms))
+        else:
+            results.append({"resource_type": resource.resource_type,
+                            "resource_name": resource.resource_name, "configs": [],
+                            **_failure(ErrorCode.invalid_request,
+                                       "only topic and broker configs exist")})
+    return {"throttle_time": 0, "results": results}
+
+
+# -- changes --------------------------------------------------------------------------
+def _apply_ops(current: Mapping[str, str], ops: Any) -> Changes:
+    """IncrementalAlterConfigs operations as (key -> new value, None to delete)."""
+    changes: Changes = {}
+    for op in ops:
+        if op.config_operation == OP_SET:
+            changes[op.name] = op.value
+        elif op.config_operation == OP_DELETE:
+            changes[op.name] = None
+        elif op.config_operation in (OP_APPEND, OP_SUBTRACT) and op.name in _LIST_CONFIGS:
+            base = changes[op.name] if op.name in changes else current.get(op.name)
+            items = [i for i in (base or "").split(",") if i]
+            new = [v for v in (op.value or "").split(",") if v]
+            if op.config_operation == OP_APPEND:
+                items += [v for v in new if v not in items]
+            else:
+                items = [i for i in items if i not in new]
+            changes[op.name] = ",".join(items) or None
+        elif op.config_operation in (OP_APPEND, OP_SUBTRACT):
+            raise ControllerError(ErrorCode.invalid_config,
+                                  f"APPEND/SUBTRACT only apply to list configs, not {op.name}")
+        else:
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"unknown config operation {op.config_operation}")
+    return changes
+
+
+def _replace_all(current: Mapping[str, str], configs: Any) -> Changes:
+    """Legacy AlterConfigs: the request is the whole new set; what it leaves out goes."""
+    given: Changes = {c.name: c.value for c in configs if c.value is not None}
+    return {**{key: None for key in current if key not in given}, **given}
+
+
+def _alter(ctx: RequestContext, resource: Any, validate_only: bool, incremental: bool
+           ) -> dict[str, Any]:
+    """One resource of an (Incremental)AlterConfigs request; the response row."""
+    entry: dict[str, Any] = {"resource_type": resource.resource_type,
+                             "resource_name": resource.resource_name,
+                             "error_code": 0, "error_message": None}
+    controller = ctx.broker.controller
+    image = ctx.broker.image
+    try:
+        if resource.resource_type == RESOURCE_TOPIC:
+            if (invalid := _invalid_topic(resource.resource_name)) is not None:
+                return {**entry, **invalid}
+            if controller is None:
+                return {**entry, **_NOT_CONTROLLER}
+            topic = image.topics.get(resource.resource_name)
+            current = topic.configs if topic else {}
+            changes = _apply_ops(current, resource.configs) if incremental \
+                else _replace_all(current, resource.configs)
+            controller.alter_topic_configs(resource.resource_name, changes,
+                                           validate_only=validate_only)
+        elif resource.resource_type == RESOURCE_BROKER:
+            try:
+                broker_id = broker_resource_id(resource.resource_name)
+            except ValueError as exc:
+                return {**entry, **_failure(ErrorCode.invalid_request, str(exc))}
+            if controller is None:
+                return {**entry, **_NOT_CONTROLLER}
+            dynamic = image.dynamic_broker_configs(broker_id)
+            if incremental:
+                # APPEND/SUBTRACT start from the value the resource has now.
+                current = {key: dynamic.get(key) or ctx.broker.config.cluster_value(key)
+                           for key in _LIST_CONFIGS if key in ctx.broker.config.values}
+                changes = _apply_ops(current, resource.configs)
+            else:
+                changes = _replace_all(dynamic, resource.configs)
+            controller.alter_broker_configs(broker_id, changes, validate_only=validate_only)
+        else:
+            return {**entry, **_failure(ErrorCode.invalid_request,
+                                        "only topic and broker configs exist")}
+    except ControllerError as exc:
+        return {**entry, **_controller_failure(exc)}
+    return entry
+
+
+async def incremental_alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "responses": [
+        _alter(ctx, r, request.validate_only, incremental=True) for r in request.resources]}
+
+
+async def alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "responses": [
+        _alter(ctx, r, request.validate_only, incremental=False) for r in request.resources]}
+
+
+HANDLERS = {
+    ApiKey.DESCRIBE_CONFIGS: describe_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
+    ApiKey.ALTER_CONFIGS: alter_configs,
+}
