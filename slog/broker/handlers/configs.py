@@ -4,8 +4,9 @@ AlterConfigs, for TOPIC and BROKER resources.
 A BROKER resource named "N" is broker N's dynamic configs, "" the cluster-wide
 default. Describing broker N is answered by broker N (only it knows its static
 settings; clients send it there); the default by any broker. Changes are
-written by the controller as metadata records; a broker that is not the
-controller answers NOT_CONTROLLER.
+written by the controller as metadata records; other brokers forward the
+requests to it (``slog.broker.forwarding``), so these handlers answer
+NOT_CONTROLLER only when the controller moved while a request was forwarded.
 """
 
 from __future__ import annotations
