@@ -9,7 +9,7 @@ pure: no files, no sockets.
 Records are plain dicts (JSON in the log) with a ``type`` key:
 
 ``controller``       controller_id, controller_epoch: a broker won the controller lock
-``broker``           broker_id, host, port, incarnation, fenced: a broker (re)registered
+``broker``           broker_id, host, port, incarnation, fenced, endpoints: a broker joined
 ``broker_fence``     broker_id, fenced: liveness changed
 ``topic``            name, topic_id, configs: a topic was created
 ``partition``        topic, partition, replicas, isr, leader, leader_epoch,
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slog.core.acls import AclBinding, AclError
+from slog.core.listeners import Endpoint
 
 NO_LEADER = -1
 
@@ -44,6 +45,19 @@ class BrokerRegistration:
     port: int
     incarnation: str = ""
     fenced: bool = False
+    # Every listener's advertised endpoint; host/port are the inter-broker listener's.
+    # Empty in records of older versions: then host/port serve every listener.
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker; None if it has no such
+        listener (Kafka leaves the broker out of that listener's Metadata)."""
+        if not self.endpoints or listener is None:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True)
@@ -175,6 +189,7 @@ def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
         port=int(record["port"]),
         incarnation=record.get("incarnation", ""),
         fenced=bool(record.get("fenced", False)),
+        endpoints=tuple(Endpoint.from_record(e) for e in record.get("endpoints", ())),
     )
     image.brokers[reg.broker_id] = reg
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from slog.core.acls import AclBinding, AclFilter
 from slog.core.config import BrokerConfig, ConfigError, validate_topic_configs
 from slog.core.errors import InvalidTopicError
+from slog.core.listeners import Endpoint
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
@@ -69,6 +70,7 @@ class BrokerStatus:
     incarnation: str
     healthy: bool
     shutting_down: bool
+    endpoints: tuple[Endpoint, ...] = ()  # every listener's (empty: host/port only)
 
 
 class Controller:
@@ -106,18 +108,21 @@ class Controller:
         log.info("broker %d is the controller at epoch %d", self.config.broker_id, self.epoch)
         return self.epoch
 
-    def register_broker(self, broker_id: int, host: str, port: int, incarnation: str) -> None:
+    def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
+                        endpoints: Sequence[Endpoint] = ()) -> None:
         """A live broker (re)joins. A new incarnation first loses its ISR places:
         it restarted, so what it had not flushed may be gone."""
         current = self.image.brokers.get(broker_id)
-        if current and (current.host, current.port, current.incarnation, current.fenced) == (
-            host, port, incarnation, False
-        ):
+        if current and (current.host, current.port, current.incarnation, current.fenced,
+                        current.endpoints) == (host, port, incarnation, False, tuple(endpoints)):
             return
         if current is not None and not current.fenced and current.incarnation != incarnation:
             self.fence_broker(broker_id, "restarted")
-        self._write([{"type": "broker", "broker_id": broker_id, "host": host, "port": port,
-                      "incarnation": incarnation, "fenced": False}])
+        record: Record = {"type": "broker", "broker_id": broker_id, "host": host, "port": port,
+                          "incarnation": incarnation, "fenced": False}
+        if endpoints:
+            record["endpoints"] = [e.to_record() for e in endpoints]
+        self._write([record])
         self.elect_offline_partitions()
 
     def sync_liveness(self, brokers: Sequence[BrokerStatus]) -> None:
@@ -134,7 +139,8 @@ class Controller:
                     self.controlled_shutdown(status.broker_id)
                 continue
             self.shutting_down.discard(status.broker_id)
-            self.register_broker(status.broker_id, status.host, status.port, status.incarnation)
+            self.register_broker(status.broker_id, status.host, status.port, status.incarnation,
+                                 status.endpoints)
         self.elect_offline_partitions()
 
     def fence_broker(self, broker_id: int, reason: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import INVALID_TOPIC, NONE, NOT_CONTROLLER, UNKNOWN_TOPIC, code
-from slog.core.config import TOPIC_CONFIGS, ConfigSource
+from slog.core.config import SENSITIVE_BROKER_SETTINGS, TOPIC_CONFIGS, ConfigSource
 from slog.core.errors import InvalidTopicError
 from slog.core.names import validate_topic_name
 from slog.protocol.apis import ApiKey
@@ -204,9 +204,11 @@ def _describe_broker(ctx: RequestContext, resource: Any) -> dict[str, Any]:
             continue
         source = ConfigSource.STATIC_BROKER_CONFIG if key in config.overridden \
             else ConfigSource.DEFAULT_CONFIG
+        sensitive = key in SENSITIVE_BROKER_SETTINGS
         entry["configs"].append({
-            "name": key, "value": value, "read_only": True, "config_source": int(source),
-            "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
+            "name": key, "value": None if sensitive else value, "read_only": True,
+            "config_source": int(source),
+            "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": sensitive,
             "synonyms": [], "config_type": _config_type(key, value), "documentation": None,
         })
     return entry
