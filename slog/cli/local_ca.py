@@ -70,7 +70,7 @@ def ensure_local_ca(directory: Path, names: tuple[str, ...] = LOCAL_NAMES) -> Tl
 
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    now = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
 
     def name(common: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "slog local cluster"),
@@ -155,4 +155,4 @@ def _still_valid(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     expires = cert.not_valid_after_utc
-    return expires - RENEW_BEFORE > datetime.datetime.now(datetime.timezone.utc)
+    return expires - RENEW_BEFORE > datetime.datetime.now(datetime.UTC)
