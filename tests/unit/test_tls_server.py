@@ -60,6 +60,8 @@ def test_pipelined_frames_beyond_the_read_ahead_limit(ca: TlsFiles) -> None:
     plaintext left in the pipe, which select cannot see; resuming must read it."""
     dispatcher = EchoDispatcher(delay_s=0.001)
     payloads = [f"frame-{i}".encode() for i in range(server_mod.READ_AHEAD_FRAMES * 5)]
+    # ...and more bytes than READ_AHEAD_BYTES, in frames that each fit the receive buffer.
+    payloads += [bytes([i]) * 30_000 for i in range(60)]
 
     async def client(port, context):
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context,
