@@ -238,6 +238,7 @@ class _Connection:
         self._tls: TlsPipe | None = None
         self._plain: list[Chunk] = []  # TLS: response chunks not encrypted yet
         self._tls_eof = False
+        self._tls_bytes_in = 0  # ciphertext received (a probe that sends none is not logged)
         self._handshake_timer: asyncio.TimerHandle | None = None
         if server.tls is not None:
             self._tls = TlsPipe(server.tls, server_side=True)
@@ -414,9 +415,14 @@ class _Connection:
                 self._finish_reading(_EOF)
                 return
             if data == b"":
+                if not tls.handshaken and not self._tls_bytes_in:
+                    # A port probe (`slog broker start` checks the port is open).
+                    self._finish_reading(_EOF)
+                    return
                 self._tls_eof = True
                 tls.feed_eof()
             elif data is not None:
+                self._tls_bytes_in += len(data)
                 tls.feed(data)
                 self._last_active = self._loop.time()
         try:

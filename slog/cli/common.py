@@ -203,6 +203,8 @@ LONG_OPTION_MEANINGS: dict[str, dict[str, str]] = {
                                        "(kafka-reassign-partitions' `--broker-list`)"},
     "--format": {"consume": "a kcat format string for each record",
                  "spark-export": "the file format written (parquet, json, csv, orc)"},
+    "--tls": {"cluster up": "serve TLS: SSL listeners with a local CA's certificates",
+              "produce": "connect over TLS (every command that takes --bootstrap)"},
     "--state": {"group list": "a filter: only groups in these states",
                 "group describe": "a flag: show the state view (as kafka-consumer-groups)"},
 }
