@@ -121,3 +121,11 @@ def test_server_context_errors_name_the_file(tmp_path: Path, ca: TlsFiles) -> No
     context = server_context({"ssl.keystore.certificate.chain": ca.broker_cert.read_text(),
                               "ssl.keystore.key": ca.broker_key.read_text()})
     assert isinstance(context, ssl.SSLContext)
+
+
+def test_certificate_subject_becomes_kafkas_principal_name() -> None:
+    from slog.broker.server import distinguished_name
+
+    subject = ((("countryName", "DE"),), (("organizationName", "acme"),),
+               (("organizationalUnitName", "ops"),), (("commonName", "alice"),))
+    assert distinguished_name({"subject": subject}) == "CN=alice,OU=ops,O=acme,C=DE"
