@@ -32,7 +32,13 @@ from slog.client.producer import Producer as SlogProducer
 from slog.client.types import TopicPartition
 from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess, free_port, free_port_range, run_cli, running_broker
-from tests.security.conftest import PASSWORDS, add_users, poll_values, produce_and_consume
+from tests.security.conftest import (
+    PASSWORDS,
+    add_users,
+    logged_in,
+    poll_values,
+    produce_and_consume,
+)
 
 METADATA = {"topics": None, "allow_auto_topic_creation": False}
 
@@ -299,14 +305,24 @@ def test_mixed_listeners_advertise_their_own_endpoints(tmp_path: Path, ca: TlsFi
     assert "Traceback" not in broker.log_text
 
 
-def test_three_brokers_replicate_over_tls(tmp_path: Path, ca: TlsFiles) -> None:
+@pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL"])
+def test_three_brokers_replicate_over_tls(tmp_path: Path, ca: TlsFiles, protocol: str) -> None:
+    """acks=all with min.insync.replicas=3: every follower fetches over the TLS (and, for
+    SASL_SSL, logged-in) inter-broker listener."""
     data = tmp_path / "data"
+    add_users(data)
     base = free_port_range(3)
-    brokers = [BrokerProcess(i, data, base + i - 1, tls_settings(ca)) for i in (1, 2, 3)]
+    settings = tls_settings(ca, **{"security.protocol": protocol})
+    brokers = [BrokerProcess(i, data, base + i - 1, settings) for i in (1, 2, 3)]
+    stack = contextlib.ExitStack()
     try:
         for broker in brokers:
             broker.start()
         conf = ssl_conf(",".join(b.bootstrap for b in brokers), ca)
+        if protocol == "SASL_SSL":
+            conf.update({"security.protocol": protocol, "sasl.mechanism": "SCRAM-SHA-256",
+                         "sasl.username": "admin", "sasl.password": PASSWORDS["admin"]})
+            stack.enter_context(logged_in("admin"))  # slog's client logs in too
         admin = SlogAdmin(conf["bootstrap.servers"], security_protocol="SSL",
                           ssl_cafile=str(ca.ca))
         deadline = time.monotonic() + 30
@@ -337,6 +353,7 @@ def test_three_brokers_replicate_over_tls(tmp_path: Path, ca: TlsFiles) -> None:
         consumer.subscribe([name])
         assert len(poll_values(consumer, 200)) == 200
     finally:
+        stack.close()
         for broker in brokers:
             with contextlib.suppress(Exception):
                 broker.stop()
