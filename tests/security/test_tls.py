@@ -407,3 +407,15 @@ def test_client_tls_context_checks_files(tmp_path: Path) -> None:
         tls_context("SSL", str(tmp_path / "nope.pem"))
     assert tls_context("PLAINTEXT") is None
     assert isinstance(tls_context("SASL_SSL"), ssl.SSLContext)
+
+
+def test_describe_configs_hides_tls_secrets(ssl_broker: BrokerProcess, ca: TlsFiles) -> None:
+    with BrokerConnection("127.0.0.1", ssl_broker.port,
+                          tls=tls_context("SSL", str(ca.ca))) as conn:
+        answer = conn.request(ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": 4, "resource_name": "1",
+                           "configuration_keys": ["ssl.key.password", "ssl.keystore.location"]}],
+            "include_synonyms": False, "include_documentation": False}, version=4)
+    configs = {c.name: c for c in answer.results[0].configs}
+    assert configs["ssl.key.password"].is_sensitive and configs["ssl.key.password"].value is None
+    assert configs["ssl.keystore.location"].value == str(ca.broker_keystore)
