@@ -194,9 +194,11 @@ class BrokerConnection:
             self._negotiate()
         except ConnectionError as exc:
             self.close()
+            maybe_tls = "" if self.tls is not None else \
+                "; if it is an SSL listener, connect with TLS (--tls)"
             raise BrokerUnavailableError(
                 f"broker at {self.host}:{self.port} did not answer ApiVersions ({exc})"
-            ) from exc
+                f"{maybe_tls}") from exc
         if self._sasl is not None:
             try:
                 self._authenticate(self._sasl)

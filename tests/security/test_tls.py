@@ -419,3 +419,18 @@ def test_describe_configs_hides_tls_secrets(ssl_broker: BrokerProcess, ca: TlsFi
     configs = {c.name: c for c in answer.results[0].configs}
     assert configs["ssl.key.password"].is_sensitive and configs["ssl.key.password"].value is None
     assert configs["ssl.keystore.location"].value == str(ca.broker_keystore)
+
+
+def test_a_profile_carries_the_tls_settings(ssl_broker: BrokerProcess, ca: TlsFiles,
+                                            tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "slog.toml"
+    config.write_text(f'[profiles.secure]\nbootstrap = "{ssl_broker.bootstrap}"\n'
+                      f'tls = true\nca = "{ca.ca}"\n')
+    monkeypatch.setenv("SLOG_CONFIG", str(config))
+    for name in ("SLOG_TLS", "SLOG_TLS_CA", "SLOG_BOOTSTRAP"):
+        monkeypatch.delenv(name, raising=False)
+    listed = run_cli("--profile", "secure", "topic", "list")
+    assert listed.returncode == 0, listed.stderr
+    plain = run_cli("topic", "list", "-b", ssl_broker.bootstrap, timeout=60)
+    assert plain.returncode == 3, plain.stderr  # no profile: plaintext, refused
