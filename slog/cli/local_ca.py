@@ -3,7 +3,9 @@
 One CA per data dir signs a broker certificate (SANs 127.0.0.1, localhost and
 ::1: every broker of a local cluster listens there, so they share it) and a
 client certificate for ``ssl.client.auth``. Files live in ``<data-dir>/tls/``,
-private keys 0600, and are reused on the next ``up`` while they stay valid.
+private keys 0600, and are reused on the next ``up`` while they stay valid (a
+new ``--host`` gets a new broker certificate from the same CA, so clients keep
+trusting it).
 Keys are ECDSA P-256: quick to make, and every Kafka client speaks it.
 """
 
@@ -14,6 +16,7 @@ import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "::1")
 VALID_DAYS = 825  # what browsers and macOS accept for a leaf; the CA lives ten years
@@ -58,10 +61,12 @@ class TlsFiles:
 
 
 def ensure_local_ca(directory: Path, names: tuple[str, ...] = LOCAL_NAMES) -> TlsFiles:
-    """The CA and certificates in ``directory``, made when missing or about to expire."""
+    """The CA and certificates in ``directory``, made when missing, about to expire, or
+    when the broker certificate does not name all of ``names``. A CA that is still good
+    is kept (clients already trust it); only the leaf certificates are made again."""
     files = TlsFiles(directory)
     if all(p.is_file() for p in files.all()) and _still_valid(files.ca) \
-            and _still_valid(files.broker_cert) and _still_valid(files.client_cert):
+            and _still_valid(files.broker_cert, names) and _still_valid(files.client_cert):
         return files
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -76,25 +81,39 @@ def ensure_local_ca(directory: Path, names: tuple[str, ...] = LOCAL_NAMES) -> Tl
         return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "slog local cluster"),
                           x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = name(f"slog local CA {os.urandom(4).hex()}")
-    ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
-               .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-               .add_extension(x509.KeyUsage(
-                   digital_signature=True, key_cert_sign=True, crl_sign=True,
-                   content_commitment=False, key_encipherment=False, data_encipherment=False,
-                   key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                              critical=False)
-               .sign(ca_key, hashes.SHA256()))
+    def key_pem(key: Any) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    def cert_pem(cert: x509.Certificate) -> bytes:
+        return cert.public_bytes(serialization.Encoding.PEM)
+
+    kept = _load_ca(files) if _still_valid(files.ca) else None
+    if kept is not None:
+        ca_key, ca_cert = kept
+    else:
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = name(f"slog local CA {os.urandom(4).hex()}")
+        usage = x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                              content_commitment=False, key_encipherment=False,
+                              data_encipherment=False, key_agreement=False,
+                              encipher_only=False, decipher_only=False)
+        ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+                   .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=3650))
+                   .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                   .add_extension(usage, critical=True)
+                   .add_extension(x509.SubjectKeyIdentifier.from_public_key(
+                       ca_key.public_key()), critical=False)
+                   .sign(ca_key, hashes.SHA256()))
+        _write(files.ca_key, key_pem(ca_key), private=True)
+        _write(files.ca, cert_pem(ca_cert))
 
     def leaf(common: str, usages: list[x509.ObjectIdentifier],
-             sans: list[x509.GeneralName]) -> tuple[object, x509.Certificate]:
+             sans: list[x509.GeneralName]) -> tuple[Any, x509.Certificate]:
         key = ec.generate_private_key(ec.SECP256R1())
         builder = (x509.CertificateBuilder().subject_name(name(common))
-                   .issuer_name(ca_name).public_key(key.public_key())
+                   .issuer_name(ca_cert.subject).public_key(key.public_key())
                    .serial_number(x509.random_serial_number()).not_valid_before(now)
                    .not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
                    .add_extension(x509.BasicConstraints(ca=False, path_length=None),
@@ -108,25 +127,12 @@ def ensure_local_ca(directory: Path, names: tuple[str, ...] = LOCAL_NAMES) -> Tl
 
     sans: list[x509.GeneralName] = []
     for host in names:
-        try:
-            sans.append(x509.IPAddress(ipaddress.ip_address(host)))
-        except ValueError:
-            sans.append(x509.DNSName(host))
+        address = _normal(host)
+        sans.append(x509.DNSName(host) if isinstance(address, str) else x509.IPAddress(address))
     # Brokers are clients of each other too (replica fetchers), hence both usages.
     broker_key, broker_cert = leaf("localhost", [ExtendedKeyUsageOID.SERVER_AUTH,
                                                  ExtendedKeyUsageOID.CLIENT_AUTH], sans)
     client_key, client_cert = leaf("slog-client", [ExtendedKeyUsageOID.CLIENT_AUTH], [])
-
-    def key_pem(key: object) -> bytes:
-        return key.private_bytes(serialization.Encoding.PEM,  # type: ignore[attr-defined]
-                                 serialization.PrivateFormat.PKCS8,
-                                 serialization.NoEncryption())
-
-    def cert_pem(cert: x509.Certificate) -> bytes:
-        return cert.public_bytes(serialization.Encoding.PEM)
-
-    _write(files.ca_key, key_pem(ca_key), private=True)
-    _write(files.ca, cert_pem(ca_cert))
     _write(files.broker_key, key_pem(broker_key), private=True)
     _write(files.broker_cert, cert_pem(broker_cert) + cert_pem(ca_cert))
     _write(files.broker_keystore, key_pem(broker_key) + cert_pem(broker_cert)
@@ -134,6 +140,17 @@ def ensure_local_ca(directory: Path, names: tuple[str, ...] = LOCAL_NAMES) -> Tl
     _write(files.client_key, key_pem(client_key), private=True)
     _write(files.client_cert, cert_pem(client_cert) + cert_pem(ca_cert))
     return files
+
+
+def _load_ca(files: TlsFiles) -> tuple[Any, Any] | None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        key = serialization.load_pem_private_key(files.ca_key.read_bytes(), password=None)
+        return key, x509.load_pem_x509_certificate(files.ca.read_bytes())
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def _write(path: Path, data: bytes, private: bool = False) -> None:
@@ -147,12 +164,29 @@ def _write(path: Path, data: bytes, private: bool = False) -> None:
     os.replace(tmp, path)
 
 
-def _still_valid(path: Path) -> bool:
+def _still_valid(path: Path, names: tuple[str, ...] = ()) -> bool:
     from cryptography import x509
 
     try:
         cert = x509.load_pem_x509_certificate(path.read_bytes())
     except (OSError, ValueError):
         return False
-    expires = cert.not_valid_after_utc
-    return expires - RENEW_BEFORE > datetime.datetime.now(datetime.UTC)
+    if cert.not_valid_after_utc - RENEW_BEFORE <= datetime.datetime.now(datetime.UTC):
+        return False
+    if not names:
+        return True
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    named = {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    named |= set(sans.get_values_for_type(x509.DNSName))
+    return all(str(_normal(name)) in named for name in names)
+
+
+def _normal(name: str) -> object:
+    """An IP address as the certificate spells it (``::1``, not ``0:0::1``); else the name."""
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return name

@@ -129,3 +129,13 @@ def test_certificate_subject_becomes_kafkas_principal_name() -> None:
     subject = ((("countryName", "DE"),), (("organizationName", "acme"),),
                (("organizationalUnitName", "ops"),), (("commonName", "alice"),))
     assert distinguished_name({"subject": subject}) == "CN=alice,OU=ops,O=acme,C=DE"
+
+
+def test_local_ca_is_reused_and_keeps_its_ca_for_a_new_host(tmp_path: Path) -> None:
+    files = ensure_local_ca(tmp_path / "tls")
+    ca, broker_key = files.ca.read_bytes(), files.broker_key.read_bytes()
+    assert ensure_local_ca(tmp_path / "tls").broker_key.read_bytes() == broker_key
+    wider = ensure_local_ca(tmp_path / "tls", ("127.0.0.1", "localhost", "::1", "10.0.0.7"))
+    assert wider.ca.read_bytes() == ca and wider.broker_key.read_bytes() != broker_key
+    context = ssl.create_default_context(cafile=str(wider.ca))
+    context.load_cert_chain(str(wider.broker_keystore))  # the new leaf chains to the old CA
