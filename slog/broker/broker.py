@@ -28,6 +28,7 @@ from slog.core.datadir import (
     write_broker_info,
 )
 from slog.core.errors import DataDirError
+from slog.core.listeners import Endpoint
 from slog.core.locks import FileLock
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
@@ -128,10 +129,13 @@ class Broker:
             time.sleep(0.02)
         return False
 
-    def publish(self, port: int) -> None:
-        """Write broker.json once the listener's port is known."""
-        self.info = BrokerInfo(self.broker_id, self.config.host, port, os.getpid(), time.time(),
-                               rack=self.config.rack)
+    def publish(self, endpoints: list[Endpoint]) -> None:
+        """Write broker.json once the listeners' ports are known. Its host and port are the
+        inter-broker listener's (what other brokers connect to); every listener's
+        advertised endpoint is listed too."""
+        inter = next(e for e in endpoints if e.name == self.security.inter_broker.name)
+        self.info = BrokerInfo(self.broker_id, inter.host, inter.port, os.getpid(), time.time(),
+                               rack=self.config.rack, listeners=[e.to_record() for e in endpoints])
         write_broker_info(self.layout, self.info)
 
     def poll_metadata(self) -> bool:
@@ -202,7 +206,8 @@ class Broker:
             statuses.append(BrokerStatus(
                 seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
                 healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down,
-                rack=seen.info.rack))
+                rack=seen.info.rack,
+                endpoints=tuple(Endpoint.from_record(e) for e in seen.info.listeners)))
         self.controller.sync_liveness(statuses)
         self.controller.tick()  # reassignment steps, auto leader rebalance
 

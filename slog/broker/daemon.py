@@ -84,8 +84,11 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
 def _warn_if_exposed(host: str, overrides: Mapping[str, str]) -> None:
     from slog.broker.security import exposure_warning
 
-    sasl = overrides.get("security.protocol", "PLAINTEXT").strip() == "SASL_PLAINTEXT"
-    warning = exposure_warning(host, sasl)
+    sasl = overrides.get("security.protocol", "PLAINTEXT").strip() in ("SASL_PLAINTEXT",
+                                                                          "SASL_SSL")
+    client_auth = overrides.get("ssl.client.auth", "none").strip() == "required" and \
+        overrides.get("security.protocol", "PLAINTEXT").strip() == "SSL"
+    warning = exposure_warning(host, sasl, client_auth)
     if warning:
         print(warning, file=sys.stderr)
 

@@ -115,7 +115,8 @@ class Dispatcher:
         except ProtocolError as exc:
             log.info("unparseable request header from %s: %s", peer, exc)
             return CLOSE_CONNECTION
-        if security.sasl_enabled and not (session is not None and session.authenticated) \
+        must_log_in = session.sasl_required if session is not None else security.sasl_enabled
+        if must_log_in and not (session is not None and session.authenticated) \
                 and header.api_key not in PRE_AUTHENTICATION_APIS:
             # Kafka closes an unauthenticated connection that asks for anything else.
             log.info("closing %s: api %s before authentication", peer, header.api_key)

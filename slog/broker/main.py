@@ -6,6 +6,7 @@ import asyncio
 import logging
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from slog.broker.broker import Broker
@@ -14,8 +15,11 @@ from slog.broker.handlers import all_handlers
 from slog.broker.security import exposure_warning
 from slog.broker.server import KafkaServer
 from slog.core.config import BrokerConfig
+from slog.core.listeners import advertised, configured_listeners
 from slog.protocol import warm_up
 from slog.protocol.apis import ApiKey, ApiSpec
+from slog.protocol.tls import broker_client_context, server_context
+from slog.replication.broker_channel import use_tls
 
 log = logging.getLogger("slog.broker")
 
@@ -32,7 +36,12 @@ async def _warm_up_rest(specs: list[ApiSpec]) -> None:
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
+    listeners = configured_listeners(config)
+    # Certificates are read before anything else, so a bad file stops the start at once.
+    tls_context = server_context(config.values) if any(e.tls for e in listeners) else None
     broker = Broker(config)
+    if broker.security.inter_broker.tls:
+        use_tls(broker_client_context(config.values))
     broker.open()
     dispatcher = Dispatcher(broker, all_handlers())
     broker.api_table = dispatcher.table
@@ -41,18 +50,29 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     # all up front is ~0.6 s of CPU per broker, on the path of `cluster up`).
     first = [s for s in dispatcher.table if s.api_key in FIRST_APIS]
     warm_up(first)
-    server = KafkaServer(config, dispatcher)
-    port = await server.start()
-    broker.publish(port)
+    servers = [KafkaServer(config, dispatcher, listener, tls_context if listener.tls else None)
+               for listener in listeners]
+    bound = []
+    try:
+        for server in servers:
+            port = await server.start()
+            bound.append(replace(server.listener, port=port))
+    except BaseException:
+        for server in servers:
+            await server.stop()
+        raise
+    broker.publish(advertised(config, bound))
     broker.poll_metadata()
     broker.try_become_controller()
     broker.start_background_tasks()
     warming = asyncio.create_task(_warm_up_rest([s for s in dispatcher.table if s not in first]))
-    log.info("broker %d listening on %s:%d (data dir %s)", config.broker_id, config.host, port,
-             config.data_dir)
-    exposed = exposure_warning(config.host, broker.security.sasl_enabled)
-    if exposed:
-        log.warning(exposed)
+    log.info("broker %d listening on %s (data dir %s)", config.broker_id,
+             ", ".join(f"{e.name}://{e.host}:{e.port}" for e in bound), config.data_dir)
+    client_auth = config.values["ssl.client.auth"] == "required"
+    for listener in listeners:
+        exposed = exposure_warning(listener.host, listener.sasl, listener.tls and client_auth)
+        if exposed:
+            log.warning(exposed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -65,7 +85,8 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         await broker.controlled_shutdown()
     finally:
         warming.cancel()
-        await server.stop()
+        for server in servers:
+            await server.stop()
         await broker.close()
 
 

@@ -29,6 +29,7 @@ from slog.core.credentials import (
     credentials_path,
     inter_broker_secret,
 )
+from slog.core.listeners import configured_listeners, inter_broker_listener
 from slog.core.scram import (
     PLAIN,
     SCRAM_SHA_256,
@@ -56,11 +57,17 @@ class Session:
     raw_tokens: bool = False  # SaslHandshake v0: the tokens come unframed (no headers)
     close_after_response: bool = False  # failed authentication: answer, then close
     scram: ScramServer | None = field(default=None, repr=False)
+    listener: str = ""  # the listener the connection arrived on (Metadata answers for it)
+    sasl_required: bool = False  # a SASL_PLAINTEXT or SASL_SSL listener
 
 
 class Security:
     def __init__(self, config: BrokerConfig):
-        self.sasl_enabled = config.values["security.protocol"] == "SASL_PLAINTEXT"
+        listeners = configured_listeners(config)
+        # SASL on any listener; which connections must log in is Session.sasl_required.
+        self.sasl_enabled = any(e.sasl for e in listeners)
+        inter_broker = inter_broker_listener(config, listeners)
+        self.inter_broker = next(e for e in listeners if e.name == inter_broker)
         self.mechanisms = tuple(config.values["sasl.enabled.mechanisms"].split(","))
         self.credentials = CredentialStore(
             credentials_path(Path(config.data_dir), config.values["sasl.credentials.file"]))
@@ -79,6 +86,8 @@ class Security:
             return
         secret = inter_broker_secret(self._data_dir)
         self._broker_credential = derive_credential(secret)
+        if not self.inter_broker.sasl:
+            return  # brokers may log in on a SASL listener, but talk to each other without
         mechanism = SCRAM_SHA_256 if SCRAM_SHA_256 in self.mechanisms else PLAIN
         self.inter_broker_login = SaslLogin(mechanism, BROKER_USER, secret)
 
@@ -134,14 +143,15 @@ class Security:
                          resource_type, name)
 
 
-def exposure_warning(host: str, sasl_enabled: bool) -> str | None:
-    """The warning for a listener reachable from other machines without authentication."""
-    if sasl_enabled or _is_loopback(host):
+def exposure_warning(host: str, sasl_enabled: bool, client_auth: bool = False) -> str | None:
+    """The warning for a listener reachable from other machines without authentication
+    (SASL, or TLS with ``ssl.client.auth=required``)."""
+    if sasl_enabled or client_auth or _is_loopback(host):
         return None
     where = "all interfaces" if host in ("", "0.0.0.0", "::") else host
     return (f"WARNING: the listener is bound to {where} without authentication: anyone who "
             "can reach this port can read, write and delete every topic. Bind to 127.0.0.1 "
-            "or set security.protocol=SASL_PLAINTEXT (see docs/SECURITY.md).")
+            "or set security.protocol=SASL_PLAINTEXT or SASL_SSL (see docs/SECURITY.md).")
 
 
 def _is_loopback(host: str) -> bool:

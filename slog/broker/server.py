@@ -23,6 +23,14 @@ not requests (a 1 MB produce or a 10 MB fetch is one request):
   ``writelines`` joins them, and buffers what the socket does not take);
 * idleness is checked by one sweeper task, not a timeout per frame.
 
+On an SSL or SASL_SSL listener the same loop runs over a :class:`TlsPipe`
+(an ``SSLObject`` over memory BIOs): received ciphertext is fed to it and the
+plaintext read out into the same buffers; a response's chunks are encrypted
+in batches of 256 KiB and each batch goes out in one send, so a connection
+never holds more than a batch of ciphertext, and nothing blocks on a slow or
+stalled peer. A handshake has ``TLS_HANDSHAKE_TIMEOUT_S``; one that fails or
+times out closes that connection only.
+
 Once a response has been handed to the kernel (which copied it), the pages of
 the segment maps it came from are dropped from this process's page tables
 with ``madvise(MADV_DONTNEED)``: they stay in the page cache, so nothing is
@@ -39,6 +47,7 @@ import logging
 import mmap
 import os
 import socket
+import ssl
 import struct
 import weakref
 from collections import deque
@@ -47,7 +56,9 @@ from collections.abc import Sequence
 from slog.broker.dispatcher import CLOSE_CONNECTION, Dispatcher
 from slog.broker.security import Session
 from slog.core.config import BrokerConfig
+from slog.core.listeners import Endpoint
 from slog.protocol.errors import FrameTooLargeError, MalformedFrameError, ProtocolError
+from slog.protocol.tls import TlsPipe
 
 log = logging.getLogger("slog.broker.server")
 
@@ -60,6 +71,8 @@ READ_AHEAD_BYTES = 1024 * 1024  # ...or this many bytes of them (Kafka reads non
 MAX_PIPELINED_PRODUCE = 16  # produce requests of one connection handled at once (in order)
 RELEASE_MAPPED_EVERY = 8 * 1024 * 1024  # bytes sent from segment maps between madvise calls
 PRE_AUTH_MAX_BYTES = 512 * 1024
+TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a peer that stalls mid-handshake is dropped after this
+TLS_RECV_BYTES = 256 * 1024  # ciphertext taken from the socket per read
 _IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
 _ACCEPT_ERRNOS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _EOF = object()  # queued after the last frame of a connection closed by the peer
@@ -68,9 +81,17 @@ Chunk = bytes | bytearray | memoryview
 
 
 class KafkaServer:
-    def __init__(self, config: BrokerConfig, dispatcher: Dispatcher):
+    """One listener (``--listen``, or one entry of ``listeners``) and its connections."""
+
+    def __init__(self, config: BrokerConfig, dispatcher: Dispatcher,
+                 listener: Endpoint | None = None, tls: ssl.SSLContext | None = None):
         self._config = config
         self._dispatcher = dispatcher
+        protocol = config.values["security.protocol"]
+        self.listener = listener or Endpoint(protocol, config.host, config.port, protocol)
+        if self.listener.tls and tls is None:
+            raise ValueError(f"listener {self.listener.name} needs a TLS context")
+        self.tls = tls if self.listener.tls else None
         self._listeners: list[socket.socket] = []
         self._connections: set[_Connection] = set()
         self._sweeper: asyncio.Task[None] | None = None
@@ -79,16 +100,16 @@ class KafkaServer:
         # Before a SASL login a frame may be at most this big (Kafka's
         # sasl.server.max.receive.size): strangers cannot make us buffer 100 MB.
         self.pre_auth_max_bytes = min(self.max_bytes, PRE_AUTH_MAX_BYTES) \
-            if config.values["security.protocol"] == "SASL_PLAINTEXT" else self.max_bytes
+            if self.listener.sasl else self.max_bytes
         self.idle_s = config.get_int("connections.max.idle.ms") / 1000
-        self.port = config.port
+        self.port = self.listener.port
 
     async def start(self) -> int:
         loop = asyncio.get_running_loop()
-        host = self._config.host or None
+        host = self.listener.host or None
         # Synchronous on purpose: loop.getaddrinfo would start an executor
         # thread that then idles for the broker's lifetime; this is start-up.
-        infos = socket.getaddrinfo(host, self._config.port, type=socket.SOCK_STREAM,
+        infos = socket.getaddrinfo(host, self.listener.port, type=socket.SOCK_STREAM,
                                    flags=socket.AI_PASSIVE)
         seen = set()
         try:
@@ -106,7 +127,8 @@ class KafkaServer:
                 except OSError as exc:
                     reason = (exc.strerror or str(exc)).lower()
                     raise OSError(exc.errno, f"error while attempting to bind on address "
-                                             f"{address!r}: {reason}") from None
+                                             f"{address!r} (listener {self.listener.name}): "
+                                             f"{reason}") from None
                 sock.listen(512)
                 sock.setblocking(False)
         except BaseException:
@@ -210,7 +232,18 @@ class _Connection:
         self._busy = False  # a request is being handled or its response sent
         self._closed = False
         self._last_active = loop.time()
-        self.session = Session(host=peer.rpartition(":")[0] or "*")  # SASL state, principal
+        self.session = Session(host=peer.rpartition(":")[0] or "*",  # SASL state, principal
+                               listener=server.listener.name,
+                               sasl_required=server.listener.sasl)
+        self._tls: TlsPipe | None = None
+        self._plain: list[Chunk] = []  # TLS: response chunks not encrypted yet
+        self._tls_eof = False
+        self._tls_bytes_in = 0  # ciphertext received (a probe that sends none is not logged)
+        self._handshake_timer: asyncio.TimerHandle | None = None
+        if server.tls is not None:
+            self._tls = TlsPipe(server.tls, server_side=True)
+            self._handshake_timer = loop.call_later(TLS_HANDSHAKE_TIMEOUT_S,
+                                                    self._handshake_expired)
         loop.add_reader(self._fd, self._on_readable)
         self.task = loop.create_task(self._serve(), name=f"kafka-connection {peer}")
 
@@ -333,7 +366,7 @@ class _Connection:
 
     async def _write(self, out: list[Chunk]) -> None:
         self._send(out)
-        if self._pending:
+        if self._pending or self._plain:
             await self._wait_drained()
         self.server._mapped.sent(out)
 
@@ -353,6 +386,9 @@ class _Connection:
 
     # -- reading ---------------------------------------------------------------------
     def _on_readable(self) -> None:
+        if self._tls is not None:
+            self._on_readable_tls(self._tls)
+            return
         try:
             if self._big is not None:
                 n = self._sock.recv_into(self._big[self._big_got:])
@@ -363,6 +399,88 @@ class _Connection:
         except OSError:
             self._finish_reading(_EOF)  # reset by peer: nothing more will come
             return
+        self._received(n)
+
+    def _on_readable_tls(self, tls: TlsPipe) -> None:
+        """Ciphertext in; the handshake advanced or plaintext read into the frame buffers.
+
+        Decrypted bytes may stay in the pipe when reading pauses (read-ahead);
+        select cannot see them, so resuming reads them (see _resume_reading)."""
+        if not self._tls_eof:
+            try:
+                data = self._sock.recv(TLS_RECV_BYTES)
+            except (BlockingIOError, InterruptedError):
+                data = None
+            except OSError:
+                self._finish_reading(_EOF)
+                return
+            if data == b"":
+                if not tls.handshaken and not self._tls_bytes_in:
+                    # A port probe (`slog broker start` checks the port is open).
+                    self._finish_reading(_EOF)
+                    return
+                self._tls_eof = True
+                tls.feed_eof()
+            elif data is not None:
+                self._tls_bytes_in += len(data)
+                tls.feed(data)
+                self._last_active = self._loop.time()
+        try:
+            if not tls.handshaken:
+                done = tls.handshake()
+                self._pump()
+                if not done:
+                    if self._tls_eof:
+                        self._finish_reading(_EOF)
+                    return
+                self._handshaken(tls)
+            while self._reading and not self._closed:
+                target = self._big[self._big_got:] if self._big is not None \
+                    else self._view[self._end:]
+                n = tls.read_into(target)
+                if n < 0:
+                    break
+                self._received(n)
+                if n == 0:
+                    return
+            if tls.buffered():
+                pass  # paused with plaintext waiting: _resume_reading comes back for it
+            elif self._tls_eof and not self._closed_for_reading:
+                self._received(0)
+            self._pump()  # post-handshake messages (TLS 1.3 tickets, key updates)
+        except ssl.SSLError as exc:
+            log.info("closing %s: TLS %s", self.peer, exc.reason or exc)
+            self._flush_alert(tls)
+            self._finish_reading(_EOF)
+        except OSError as exc:
+            log.info("closing %s: %s", self.peer, exc)
+            self._finish_reading(_EOF)
+
+    def _handshaken(self, tls: TlsPipe) -> None:
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        if not self.session.sasl_required:
+            certificate = tls.peer_certificate()
+            if certificate is not None:  # SSL with a client certificate: Kafka's principal
+                self.session.principal = "User:" + distinguished_name(certificate)
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if self._tls is not None and not self._tls.handshaken and not self._closed:
+            log.info("closing %s: no TLS handshake within %.0f s", self.peer,
+                     TLS_HANDSHAKE_TIMEOUT_S)
+            self.close()
+
+    def _flush_alert(self, tls: TlsPipe) -> None:
+        """Best effort: the peer learns why (a TLS alert) before the connection closes."""
+        with contextlib.suppress(OSError):
+            alert = tls.output()
+            if alert and not self._pending:
+                self._sock.send(alert)
+
+    def _received(self, n: int) -> None:
+        """``n`` more bytes are in the frame buffers (0: the peer closed)."""
         if n == 0:
             if self._big is not None or self._end > self._start:
                 got = self._big_got if self._big is not None else self._end - self._start
@@ -458,9 +576,19 @@ class _Connection:
             return
         self._reading = True
         self._loop.add_reader(self._fd, self._on_readable)
+        if self._tls is not None and self._tls.buffered():
+            self._loop.call_soon(self._read_buffered)
+
+    def _read_buffered(self) -> None:
+        if self._reading and not self._closed and self._tls is not None:
+            self._on_readable_tls(self._tls)
 
     # -- writing ---------------------------------------------------------------------
     def _send(self, buffers: Sequence[Chunk]) -> None:
+        if self._tls is not None:
+            self._plain = list(buffers)
+            self._pump()
+            return
         pending = list(buffers)
         sent = _sendmsg(self._sock, pending)
         if sent < 0:  # would block before anything went out
@@ -469,12 +597,41 @@ class _Connection:
         if self._pending:
             self._loop.add_writer(self._fd, self._on_writable)
 
+    def _pump(self) -> None:
+        """TLS: encrypt a batch, send it, repeat until all is out or the socket is full."""
+        assert self._tls is not None
+        while True:
+            if not self._pending:
+                if self._plain:
+                    self._plain = self._tls.encrypt(self._plain)
+                ciphertext = self._tls.output()
+                if not ciphertext:
+                    break
+                self._pending = [ciphertext]
+            sent = _sendmsg(self._sock, self._pending)
+            if sent < 0:
+                break
+            self._pending = _after(self._pending, sent)
+            if self._pending:
+                break
+        if self._pending:
+            self._loop.add_writer(self._fd, self._on_writable)
+            return
+        self._loop.remove_writer(self._fd)
+        waiter = self._drain_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def _on_writable(self) -> None:
         try:
+            if self._tls is not None:
+                self._pump()
+                return
             sent = _sendmsg(self._sock, self._pending)
         except OSError as exc:
             self._loop.remove_writer(self._fd)
             self._pending = []
+            self._plain = []
             waiter = self._drain_waiter
             if waiter is not None and not waiter.done():
                 waiter.set_exception(exc)
@@ -503,9 +660,13 @@ class _Connection:
         if self._reading:
             self._loop.remove_reader(self._fd)
             self._reading = False
-        if self._pending:
+        if self._pending or self._plain:
             self._loop.remove_writer(self._fd)
             self._pending = []
+            self._plain = []
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
         self._sock.close()
         self._frames.clear()
         self.server._forget(self)
@@ -584,6 +745,20 @@ class _MappedPages:
                 mapped.madvise(advice)
         self._maps.clear()
         self._bytes = 0
+
+
+_DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",
+             "localityName": "L", "stateOrProvinceName": "ST", "countryName": "C",
+             "domainComponent": "DC", "userId": "UID"}
+
+
+def distinguished_name(certificate: dict[str, object]) -> str:
+    """A certificate subject as RFC 2253 writes it (``CN=alice,O=acme``): Kafka's SSL principal."""
+    rdns = certificate.get("subject", ())
+    parts = []
+    for rdn in reversed(rdns):  # type: ignore[call-overload]
+        parts.append("+".join(f"{_DN_NAMES.get(k, k)}={v}" for k, v in rdn))
+    return ",".join(parts)
 
 
 def _format_peer(address: object) -> str:

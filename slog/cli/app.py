@@ -39,7 +39,8 @@ def split_examples(help_text: str) -> tuple[str, list[str]]:
 
 
 def finish_help(command: Any) -> None:
-    """Move examples to the epilog and mark variadic arguments, recursively (idempotent)."""
+    """Move examples to the epilog, mark variadic arguments and give every command with
+    --bootstrap the TLS options, recursively (idempotent)."""
     import typer.core
 
     if command.help and command.epilog is None:
@@ -49,6 +50,12 @@ def finish_help(command: Any) -> None:
             # click rewraps epilog paragraphs unless they start with \b; rich keeps lines.
             keep_lines = "" if typer.core.HAS_RICH else "\b\n"
             command.epilog = keep_lines + "Examples:\n" + "\n".join(f"  {e}" for e in examples)
+    params = getattr(command, "params", None)
+    if params is not None and any(p.name == "bootstrap" for p in params) \
+            and not any(p.name == "tls" for p in params):
+        from slog.cli.common import tls_options
+
+        params.extend(tls_options())  # every command that connects speaks TLS the same way
     for param in getattr(command, "params", ()):
         # An argument taking several values says so ("TOPIC..."): typer prints a given
         # metavar as it is, without the "..." it adds to names.

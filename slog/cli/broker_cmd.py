@@ -37,12 +37,14 @@ def start(
     from slog.broker.daemon import BrokerStartError, start_daemon
     from slog.core.config import BrokerConfig, ConfigError, parse_key_values
     from slog.core.errors import DataDirError
+    from slog.core.listeners import configured_listeners
 
     root = (data_dir or default_data_dir()).expanduser().resolve()
     try:
         host, port = parse_listen(listen)
         overrides = parse_key_values(config or [])
-        BrokerConfig.build(broker_id, root, host, port, overrides)  # validate before forking
+        checked = BrokerConfig.build(broker_id, root, host, port, overrides)  # before forking
+        configured_listeners(checked)  # listeners, protocol map, inter-broker listener
     except ConfigError as exc:
         fail(str(exc), code=EXIT_USAGE)
     if foreground:

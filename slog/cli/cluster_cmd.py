@@ -160,14 +160,21 @@ def up(
         help="Racks (broker.rack) given to brokers 1..N round-robin, e.g. a,b,c.")] = None,
     timeout: Annotated[float, typer.Option(
         min=0.1, help="Seconds to wait for a healthy cluster.")] = 15.0,
+    serve_tls: Annotated[bool, typer.Option(
+        "--tls", help="Serve TLS (security.protocol SSL, or SASL_SSL with SASL), "
+                      "between the brokers too, with certificates of a local CA kept in "
+                      "<data-dir>/tls/; prints the client settings.")] = False,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Start brokers 1..N (those not running yet) and wait until they form a cluster.
 
     A progress bar of the brokers serving shows on a terminal. With --racks,
-    topics place each partition's replicas in different racks.
+    topics place each partition's replicas in different racks. With --tls the
+    CA and certificates are made on the first `up` and reused after.
 
-    Example: slog cluster up --brokers 3 --base-port 9092 --racks a,b,c
+    Examples:
+      slog cluster up --brokers 3 --base-port 9092 --racks a,b,c
+      slog cluster up --tls
     """
     from slog.broker.daemon import BrokerStartError, start_daemon
     from slog.cli.cluster_view import DataDirWatcher
@@ -184,12 +191,15 @@ def up(
     if racks is not None and not all(rack_names):
         fail(f"--racks {racks!r} has an empty rack name", hint="e.g. --racks a,b,c",
              code=EXIT_USAGE)
+    tls_files = None
     try:
         overrides = parse_key_values(config or [])
         if rack_names and "broker.rack" in overrides:
             fail("give racks with --racks or with -c broker.rack=..., not both", code=EXIT_USAGE)
         BrokerConfig.build(1, _root(data_dir), host, base_port, overrides)  # validate first
         root = ensure_data_dir(_root(data_dir))
+        if serve_tls:  # not named `tls`: a profile's `tls = true` is for clients
+            tls_files = _tls_overrides(root, host, overrides)
     except ConfigError as exc:
         fail(str(exc), code=EXIT_USAGE)
     except DataDirError as exc:
@@ -225,7 +235,8 @@ def up(
         view, missing = _wait_until_ready(watcher, expected, deadline, progress)
 
     actions = {b: {"action": "already running" if b in running else "started"} for b in wanted}
-    _print_up(view, actions, output, time.monotonic() - started_at)
+    _print_up(view, actions, output, time.monotonic() - started_at, tls_files,
+              overrides.get("security.protocol", "PLAINTEXT"))
     if missing:
         _print_log_tails(watcher, [b for b in expected if not (
             (s := view.broker(b)) and s.serving)])
@@ -234,13 +245,53 @@ def up(
              hint="check again with `slog cluster status`, or raise --timeout")
 
 
+def _tls_overrides(root: Path, host: str, overrides: dict[str, str]) -> Any:
+    """Make (or reuse) the local CA and set the brokers' TLS settings in ``overrides``."""
+    from slog.cli.local_ca import LOCAL_NAMES, ensure_local_ca
+    from slog.core.config import ConfigError
+
+    if overrides.get("listeners"):
+        raise ConfigError("--tls sets up one SSL listener per broker; with your own "
+                          "listeners, set ssl.keystore.location and "
+                          "ssl.truststore.location instead")
+    names = LOCAL_NAMES if host in LOCAL_NAMES else (*LOCAL_NAMES, host)
+    files = ensure_local_ca(root / "tls", names)
+    protocol = overrides.get("security.protocol", "PLAINTEXT")
+    overrides["security.protocol"] = "SASL_SSL" if "SASL" in protocol else "SSL"
+    overrides.setdefault("ssl.keystore.location", str(files.broker_keystore))
+    overrides.setdefault("ssl.truststore.location", str(files.ca))
+    return files
+
+
+def tls_client_settings(bootstrap: str, files: Any, protocol: str) -> dict[str, str]:
+    """How each client reaches a `cluster up --tls` cluster (copy-paste ready)."""
+    ca = str(files.ca)
+    return {
+        "slog": f"slog topic list --bootstrap {bootstrap} --tls --ca {ca}",
+        "kcat": f"kcat -b {bootstrap} -X security.protocol={protocol} -X ssl.ca.location={ca}",
+        "confluent-kafka": f"{{'bootstrap.servers': '{bootstrap}', 'security.protocol': "
+                           f"'{protocol}', 'ssl.ca.location': '{ca}'}}",
+        "kafka-python": f"bootstrap_servers='{bootstrap}', security_protocol='{protocol}', "
+                        f"ssl_cafile='{ca}'",
+        "aiokafka": f"bootstrap_servers='{bootstrap}', security_protocol='{protocol}', "
+                    f"ssl_context=aiokafka.helpers.create_ssl_context(cafile='{ca}')",
+        "client certificate (ssl.client.auth)": f"--cert {files.client_cert} "
+                                                f"--key {files.client_key}",
+    }
+
+
 def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: OutputFormat,
-              elapsed_s: float) -> None:
+              elapsed_s: float, tls_files: Any = None, protocol: str = "SSL") -> None:
+    bootstrap = ",".join(b.address for b in view.brokers if b.broker_id in actions)
     if output.structured:
         data = view.to_json()
         for broker in data["brokers"]:
             broker["action"] = actions.get(broker["id"], {}).get("action")
         data["elapsed_s"] = round(elapsed_s, 3)
+        if tls_files is not None:
+            data["tls"] = {"security_protocol": protocol, "ca": str(tls_files.ca),
+                           "client_cert": str(tls_files.client_cert),
+                           "client_key": str(tls_files.client_key)}
         print_data(data, output)
         return
     print_table(_broker_rows(view, actions), [*_broker_columns(view), "action"])
@@ -253,6 +304,10 @@ def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: Out
         which = f"brokers {ids} are" if len(others) > 1 else f"broker {ids} is"
         typer.echo(f"note: {which} registered but not serving "
                    f"(`slog cluster up --brokers {max(b.broker_id for b in others)}` starts them)")
+    if tls_files is not None:
+        typer.echo(f"\nTLS ({protocol}); CA certificate: {tls_files.ca}")
+        for client, setting in tls_client_settings(bootstrap, tls_files, protocol).items():
+            typer.echo(f"  {client}: {setting}")
 
 
 def _print_log_tails(watcher: DataDirWatcher, broker_ids: Iterable[int]) -> None:

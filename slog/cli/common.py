@@ -48,6 +48,47 @@ DataDirOption = Annotated[Path | None, typer.Option(
     help="Data directory shared by the brokers [default: ~/.local/share/slog].")]
 
 
+# TLS client settings: option name -> the environment variable the client reads
+# (slog.client.connection.tls_context_from_env). Every command with --bootstrap gets the
+# options (see slog.cli.app.finish_help), so one definition covers them all.
+TLS_SETTINGS: dict[str, str] = {"tls": "SLOG_TLS", "ca": "SLOG_TLS_CA",
+                                "cert": "SLOG_TLS_CERT", "key": "SLOG_TLS_KEY"}
+TLS_PANEL = "TLS (SSL and SASL_SSL listeners)"
+
+
+def _export_tls_setting(ctx: Any, param: Any, value: Any) -> Any:
+    """Hand a TLS option to the client through its environment variable; a CA or a
+    certificate implies --tls."""
+    if value in (None, False, ""):
+        return value
+    os.environ[TLS_SETTINGS[param.name]] = "1" if value is True else str(value)
+    if param.name != "key":
+        os.environ["SLOG_TLS"] = "1"
+    return value
+
+
+def tls_options() -> list[Any]:
+    """--tls, --ca, --cert and --key, for a command that connects to brokers."""
+    from typer.core import TyperOption
+
+    def option(flag: str, help_text: str, **kwargs: Any) -> Any:
+        name = flag.lstrip("-")
+        return TyperOption(param_decls=[flag], envvar=TLS_SETTINGS[name], expose_value=False,
+                           callback=_export_tls_setting, help=help_text,
+                           rich_help_panel=TLS_PANEL, show_envvar=False, **kwargs)
+
+    return [
+        option("--tls", "Connect over TLS (an SSL or SASL_SSL listener).", is_flag=True,
+               default=False),
+        option("--ca", "CA bundle (PEM) the brokers' certificates are checked against; "
+                       "implies --tls [default: the system's CAs].", metavar="PATH"),
+        option("--cert", "Client certificate (PEM), for brokers with ssl.client.auth; "
+                         "implies --tls.", metavar="PATH"),
+        option("--key", "Private key (PEM) of --cert, when not in the same file.",
+               metavar="PATH"),
+    ]
+
+
 def complete_topics(ctx: typer.Context, incomplete: str) -> list[str]:
     from slog.cli.complete import topic_names
 
@@ -162,6 +203,8 @@ LONG_OPTION_MEANINGS: dict[str, dict[str, str]] = {
                                        "(kafka-reassign-partitions' `--broker-list`)"},
     "--format": {"consume": "a kcat format string for each record",
                  "spark-export": "the file format written (parquet, json, csv, orc)"},
+    "--tls": {"cluster up": "serve TLS: SSL listeners with a local CA's certificates",
+              "produce": "connect over TLS (every command that takes --bootstrap)"},
     "--state": {"group list": "a filter: only groups in these states",
                 "group describe": "a flag: show the state view (as kafka-consumer-groups)"},
 }

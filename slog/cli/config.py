@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import Any
 
 # Setting -> environment variable. Every command option of the same name follows it.
-SETTINGS: dict[str, str] = {"bootstrap": "SLOG_BOOTSTRAP", "data_dir": "SLOG_DATA_DIR"}
+SETTINGS: dict[str, str] = {"bootstrap": "SLOG_BOOTSTRAP", "data_dir": "SLOG_DATA_DIR",
+                            # TLS (cli.common.TLS_SETTINGS): tls = true, ca = "path", ...
+                            "tls": "SLOG_TLS", "ca": "SLOG_TLS_CA", "cert": "SLOG_TLS_CERT",
+                            "key": "SLOG_TLS_KEY"}
 PROFILE_ENV = "SLOG_PROFILE"
 CONFIG_ENV = "SLOG_CONFIG"
 

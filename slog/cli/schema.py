@@ -55,6 +55,7 @@ CLUSTER_FIELDS = {
     "under_min_isr_partitions": "list of {topic, partition, isr, live_isr, "
                                 "min_insync_replicas}",
     "elapsed_s": "cluster up only: seconds taken",
+    "tls": "cluster up --tls only: {security_protocol, ca, client_cert, client_key}",
 }
 
 BENCH_FIELDS = {
@@ -85,11 +86,12 @@ SCHEMAS: dict[str, Shape] = {
     "broker start": Shape("object", {"id": "broker id", "address": "host:port",
                                      "pid": "process id", "status": "started"}),
     "broker stop": Shape("object", {"id": "broker id", "status": "stopped"}),
-    "cluster up": Shape("object", CLUSTER_FIELDS, nested={"brokers": BROKER_FIELDS}),
+    "cluster up": Shape("object", CLUSTER_FIELDS, optional=frozenset({"tls"}),
+                        nested={"brokers": BROKER_FIELDS}),
     "cluster down": Shape("list", {"id": "broker id", "address": "host:port",
                                    "pid": "process id", "controller": "was the controller",
                                    "result": "stopped, already stopped or failed: ..."}),
-    "cluster status": Shape("object", CLUSTER_FIELDS, optional=frozenset({"elapsed_s"}),
+    "cluster status": Shape("object", CLUSTER_FIELDS, optional=frozenset({"elapsed_s", "tls"}),
                             nested={"brokers": BROKER_FIELDS}),
     "topic create": Shape("list", {"topic": _TOPIC, "status": "created, exists or failed",
                                    "partitions": "partition count, or null",

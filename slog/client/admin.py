@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from slog.client.cluster import ClusterClient
+from slog.client.cluster import ClusterClient, client_tls
 from slog.client.errors import KafkaError, raise_for_items
 from slog.client.offsets import OffsetSpec, list_offsets
 from slog.client.types import (
@@ -121,10 +121,14 @@ class Admin:
     """Administer a Kafka-compatible cluster (slog or Kafka)."""
 
     def __init__(self, bootstrap: str | Iterable[str], *, client_id: str = "slog-admin",
-                 request_timeout_ms: int = 30_000):
+                 request_timeout_ms: int = 30_000, security_protocol: str | None = None,
+                 ssl_cafile: str | None = None, ssl_certfile: str | None = None,
+                 ssl_keyfile: str | None = None):
         self.timeout_ms = request_timeout_ms
         self._cluster = ClusterClient(bootstrap, client_id=client_id,
-                                      request_timeout_ms=request_timeout_ms)
+                                      request_timeout_ms=request_timeout_ms,
+                                      tls=client_tls(security_protocol, ssl_cafile,
+                                                     ssl_certfile, ssl_keyfile))
 
     @property
     def cluster(self) -> ClusterClient:

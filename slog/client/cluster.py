@@ -17,7 +17,12 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from slog.client.connection import BrokerConnection
+from slog.client.connection import (
+    _FROM_ENV,
+    BrokerConnection,
+    tls_context,
+    tls_context_from_env,
+)
 from slog.client.errors import BrokerUnavailableError, ConnectionClosedError, NotControllerError
 from slog.client.types import (
     BrokerMetadata,
@@ -88,12 +93,22 @@ def _metadata_from(response: Any, previous: ClusterMetadata | None, replace_all:
     )
 
 
+def client_tls(security_protocol: str | None, ssl_cafile: str | None = None,
+               ssl_certfile: str | None = None, ssl_keyfile: str | None = None) -> Any:
+    """The TLS context for kafka-python-style settings; without ``security_protocol``,
+    the environment's (SLOG_TLS, as the CLI's --tls sets it)."""
+    if security_protocol is None:
+        return _FROM_ENV
+    return tls_context(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile)
+
+
 class ClusterClient:
     """Metadata cache and per-broker connection pool, shared by producer, consumer and admin."""
 
     def __init__(self, bootstrap: str | Iterable[str], *, client_id: str = "slog",
-                 request_timeout_ms: int = 30_000):
+                 request_timeout_ms: int = 30_000, tls: Any = _FROM_ENV):
         self.bootstrap = parse_bootstrap(bootstrap)
+        self.tls = tls if tls is not _FROM_ENV else tls_context_from_env()
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
         self.metadata = ClusterMetadata()
@@ -104,7 +119,8 @@ class ClusterClient:
 
     def _new_connection(self, host: str, port: int, node_id: int = -1) -> BrokerConnection:
         return BrokerConnection(host, port, client_id=self.client_id,
-                                timeout_s=self.request_timeout_ms / 1000, node_id=node_id)
+                                timeout_s=self.request_timeout_ms / 1000, node_id=node_id,
+                                tls=self.tls)
 
     # -- any-broker requests ---------------------------------------------------------
     def _candidates(self) -> list[tuple[str, int, int]]:

@@ -10,6 +10,13 @@ outstanding response. Kafka brokers answer each connection's requests in
 order, so responses are matched to requests by position and checked by
 correlation id. :meth:`BrokerConnection.request` is send + receive.
 
+TLS (an SSL or SASL_SSL listener) wraps the socket once it is connected; the
+context comes from :func:`tls_context` (``security_protocol``/``ssl_cafile``
+style settings) or, by default, from ``SLOG_TLS``/``SLOG_TLS_CA``/
+``SLOG_TLS_CERT``/``SLOG_TLS_KEY``, as the CLI's ``--tls --ca`` set them. A TLS
+socket may hold a decrypted response select() cannot see: callers that
+select() ask :meth:`BrokerConnection.buffered` first.
+
 A connection is not thread-safe: one thread owns it. Any transport failure
 closes it and raises :class:`ConnectionClosedError` (or
 :class:`BrokerUnavailableError` when connecting), so the owner can drop it
@@ -18,6 +25,7 @@ and reconnect.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import socket
@@ -32,6 +40,8 @@ from slog.protocol.framing import recv_frame
 from slog.protocol.shapes import shape
 
 if TYPE_CHECKING:  # SASL code (hashlib, hmac) loads only for a login: CLI start-up time
+    import ssl  # likewise TLS (OpenSSL) only for an SSL listener
+
     from slog.core.scram import SaslLogin
 
 __all__ = [
@@ -80,6 +90,44 @@ def sasl_login_from_env() -> SaslLogin | None:
     return SaslLogin(mechanism, username, os.environ.get("SLOG_SASL_PASSWORD", ""))
 
 
+TLS_PROTOCOLS = ("SSL", "SASL_SSL")
+_FROM_ENV: Any = object()  # BrokerConnection(tls=...) default: the environment decides
+
+
+def tls_context(security_protocol: str | None = None, ssl_cafile: str | None = None,
+                ssl_certfile: str | None = None, ssl_keyfile: str | None = None,
+                ssl_password: str | None = None, ssl_check_hostname: bool = True
+                ) -> ssl.SSLContext | None:
+    """A client TLS context from kafka-python-style settings; None for a plaintext
+    protocol. ``ssl_cafile`` is the CA bundle brokers are checked against (default:
+    the system's); ``ssl_certfile``/``ssl_keyfile`` answer ``ssl.client.auth``."""
+    protocol = (security_protocol or "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT", *TLS_PROTOCOLS):
+        raise ValueError(f"security_protocol {security_protocol!r} is not PLAINTEXT, SSL, "
+                         "SASL_PLAINTEXT or SASL_SSL")
+    if protocol not in TLS_PROTOCOLS:
+        return None
+    from slog.protocol.tls import client_context
+
+    return client_context(ssl_cafile, ssl_certfile, ssl_keyfile, ssl_password,
+                          ssl_check_hostname)
+
+
+def tls_context_from_env() -> ssl.SSLContext | None:
+    """The context named by ``SLOG_TLS`` (1/true) and ``SLOG_TLS_CA``/``_CERT``/``_KEY``."""
+    enabled = os.environ.get("SLOG_TLS", "").strip().lower() in ("1", "true", "yes", "on")
+    settings = tuple(os.environ.get(f"SLOG_TLS_{name}") or None
+                     for name in ("CA", "CERT", "KEY"))
+    return _cached_context(enabled, *settings) if enabled else None
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_context(enabled: bool, ca: str | None, cert: str | None, key: str | None
+                    ) -> ssl.SSLContext | None:
+    # One context per process and settings: loading a CA bundle costs milliseconds.
+    return tls_context("SSL" if enabled else None, ca, cert, key)
+
+
 class UnsupportedApiError(ConnectionError):
     """The broker does not speak this API in any version slog speaks."""
 
@@ -92,8 +140,11 @@ class _Pending(NamedTuple):
 
 class BrokerConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "slog", timeout_s: float = 10.0,
-                 node_id: int = -1, sasl: SaslLogin | None = None):
+                 node_id: int = -1, sasl: SaslLogin | None = None,
+                 tls: ssl.SSLContext | None = _FROM_ENV):
         self.host = host
+        # TLS context (None: plaintext); by default from SLOG_TLS and SLOG_TLS_CA/_CERT/_KEY.
+        self.tls = tls if tls is not _FROM_ENV else tls_context_from_env()
         # SASL login; by default from SLOG_SASL_MECHANISM/_USERNAME/_PASSWORD.
         self._sasl = sasl if sasl is not None else sasl_login_from_env()
         self.port = port
@@ -136,15 +187,19 @@ class BrokerConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
             sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
+        if self.tls is not None:
+            sock = self._wrap(sock, self.tls)
         self._sock = sock
         self._pending.clear()
         try:
             self._negotiate()
         except ConnectionError as exc:
             self.close()
+            maybe_tls = "" if self.tls is not None else \
+                "; if it is an SSL listener, connect with TLS (--tls)"
             raise BrokerUnavailableError(
                 f"broker at {self.host}:{self.port} did not answer ApiVersions ({exc})"
-            ) from exc
+                f"{maybe_tls}") from exc
         if self._sasl is not None:
             try:
                 self._authenticate(self._sasl)
@@ -152,6 +207,28 @@ class BrokerConnection:
                 self.close()
                 raise
         return self
+
+    def _wrap(self, sock: socket.socket, context: ssl.SSLContext) -> ssl.SSLSocket:
+        import ssl
+
+        try:
+            return context.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise BrokerUnavailableError(
+                f"broker at {self.host}:{self.port}: its TLS certificate is not trusted "
+                f"({exc.verify_message}); pass the CA that signed it (--ca)") from exc
+        except (ssl.SSLError, OSError) as exc:
+            sock.close()
+            reason = getattr(exc, "reason", None) or exc
+            raise BrokerUnavailableError(
+                f"TLS handshake with {self.host}:{self.port} failed ({reason}); is it an "
+                "SSL listener?") from exc
+
+    def buffered(self) -> bool:
+        """Whether a TLS socket holds decrypted bytes select() cannot see."""
+        sock = self._sock
+        return self.tls is not None and sock is not None and sock.pending() > 0  # type: ignore[attr-defined]
 
     def _authenticate(self, login: SaslLogin) -> None:
         """SaslHandshake v1, then SaslAuthenticate rounds (KIP-152)."""

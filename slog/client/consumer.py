@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from slog.client.assignors import make_assignors
-from slog.client.cluster import ClusterClient
+from slog.client.cluster import ClusterClient, client_tls
 from slog.client.errors import KafkaError, OffsetOutOfRangeError
 from slog.client.fetcher import Fetcher
 from slog.client.group import ConsumerGroup, GroupMetadata, RebalanceListener
@@ -86,6 +86,10 @@ class Consumer:
         auto_commit_interval_ms: int = 5_000,
         metadata_max_age_ms: int = 300_000,
         client_rack: str = "",
+        security_protocol: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ):
         if auto_offset_reset not in RESET_STRATEGIES:
             raise ValueError(f"auto_offset_reset must be one of {RESET_STRATEGIES}")
@@ -100,7 +104,9 @@ class Consumer:
         self._isolation_level = levels[isolation_level]
         self._backoff_s = retry_backoff_ms / 1000
         self._cluster = ClusterClient(bootstrap, client_id=client_id,
-                                      request_timeout_ms=request_timeout_ms)
+                                      request_timeout_ms=request_timeout_ms,
+                                      tls=client_tls(security_protocol, ssl_cafile,
+                                                     ssl_certfile, ssl_keyfile))
         self._subs = subscription or SubscriptionState()
         self._committed = committed_offsets
         self._fetcher = Fetcher(

@@ -219,8 +219,11 @@ class Fetcher:
             if timeout > 0:
                 time.sleep(min(timeout, self._backoff_s))
             return False
+        # A TLS socket may already hold a decrypted response select() cannot see.
+        readable = [fd for fd, (_, c) in conns.items() if c.buffered()]
         try:
-            readable, _, _ = select.select(list(conns), [], [], max(timeout, 0.0))
+            if not readable:
+                readable, _, _ = select.select(list(conns), [], [], max(timeout, 0.0))
         except (OSError, ValueError):
             return False
         for fd in readable:

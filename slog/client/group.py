@@ -134,8 +134,9 @@ class _Joined(NamedTuple):
 class _Link:
     """A connection to the coordinator for one job, reconnected when needed."""
 
-    def __init__(self, client_id: str, timeout_s: float):
+    def __init__(self, client_id: str, timeout_s: float, tls: Any):
         self._client_id = client_id
+        self._tls = tls
         self._timeout_s = timeout_s
         self.conn: BrokerConnection | None = None
 
@@ -144,7 +145,8 @@ class _Link:
         if conn is None or not conn.connected or (conn.host, conn.port) != (node.host, node.port):
             self.close()
             conn = BrokerConnection(node.host, node.port, client_id=self._client_id,
-                                    timeout_s=self._timeout_s, node_id=node.node_id)
+                                    timeout_s=self._timeout_s, node_id=node.node_id,
+                                    tls=self._tls)
             self.conn = conn.connect()
         return conn
 
@@ -180,9 +182,10 @@ class ConsumerGroup:
         self._request_timeout_s = request_timeout_ms / 1000
         self._metadata_age_s = metadata_max_age_ms / 1000
         # A JoinGroup may wait for the whole rebalance.
-        self._join_link = _Link(client_id, self._request_timeout_s + max_poll_interval_ms / 1000)
-        self._heartbeat_link = _Link(client_id, self._request_timeout_s)
-        self._commit_link = _Link(client_id, self._request_timeout_s)
+        self._join_link = _Link(client_id, self._request_timeout_s + max_poll_interval_ms / 1000,
+                                cluster.tls)
+        self._heartbeat_link = _Link(client_id, self._request_timeout_s, cluster.tls)
+        self._commit_link = _Link(client_id, self._request_timeout_s, cluster.tls)
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -763,6 +766,8 @@ class ConsumerGroup:
 
 
 def _readable(conn: BrokerConnection) -> bool:
+    if conn.buffered():
+        return True
     try:
         readable, _, _ = select.select([conn.fileno()], [], [], 0)
     except (OSError, ValueError):

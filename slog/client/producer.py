@@ -30,7 +30,7 @@ from slog.client.accumulator import (
     ProducerBatch,
     RecordAccumulator,
 )
-from slog.client.cluster import ClusterClient
+from slog.client.cluster import ClusterClient, client_tls
 from slog.client.errors import KafkaError, KafkaTimeoutError
 from slog.client.partitioner import StickyPartitioner, key_partition
 from slog.client.sender import Sender
@@ -82,6 +82,10 @@ class Producer:
         max_block_ms: int = 60_000,
         metadata_max_age_ms: int = 300_000,
         client_id: str = "slog-producer",
+        security_protocol: str | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
     ):
         self.acks = _parse_acks(acks)
         if enable_idempotence is None:
@@ -97,7 +101,9 @@ class Producer:
         self._max_block_s = max_block_ms / 1000
         self._retry_backoff_s = retry_backoff_ms / 1000
         self._cluster = ClusterClient(bootstrap, client_id=client_id,
-                                      request_timeout_ms=request_timeout_ms)
+                                      request_timeout_ms=request_timeout_ms,
+                                      tls=client_tls(security_protocol, ssl_cafile,
+                                                     ssl_certfile, ssl_keyfile))
         self._sticky = StickyPartitioner()
         self._counts: dict[str, int] = {}
         self._counts_from: ClusterMetadata | None = None

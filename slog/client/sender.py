@@ -322,8 +322,11 @@ class Sender(threading.Thread):
         conns = {c.fileno(): (broker, c) for broker, c in self._cluster.pooled().items()
                  if self._in_flight.get(broker)}
         wake = self._wake_r.fileno()
+        # A TLS socket may already hold a decrypted response select() cannot see.
+        buffered = [fd for fd, (_, c) in conns.items() if c.buffered()]
         try:
-            readable, _, _ = select.select([wake, *conns], [], [], timeout)
+            readable, _, _ = select.select([wake, *conns], [], [], 0 if buffered else timeout)
+            readable = list(dict.fromkeys([*readable, *buffered]))
         except (OSError, ValueError):  # a socket closed under us: go round again
             return
         for fd in readable:
@@ -343,7 +346,7 @@ class Sender(threading.Thread):
                 self._connection_failed(broker, str(exc), time.monotonic())
                 return
             self._handle_response(pending.popleft(), response, time.monotonic())
-            if not pending or not select.select([conn], [], [], 0)[0]:
+            if not pending or not (conn.buffered() or select.select([conn], [], [], 0)[0]):
                 return
 
     def _handle_response(self, sent: _InFlight, response: Any, now: float) -> None:

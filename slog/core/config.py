@@ -165,7 +165,26 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "log.cleaner.backoff.ms": ("15000", _int(0)),
     "metadata.poll.interval.ms": ("50", _int(1)),
     # Security (docs/SECURITY.md): SASL on the listener, the ACL authorizer.
-    "security.protocol": ("PLAINTEXT", _choice("PLAINTEXT", "SASL_PLAINTEXT")),
+    "security.protocol": ("PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
+                                               "SASL_SSL")),
+    # Listeners (slog.core.listeners): empty `listeners` means --listen + security.protocol.
+    "listeners": ("", str.strip),
+    "advertised.listeners": ("", str.strip),
+    "listener.security.protocol.map": ("", str.strip),  # empty: each name is its protocol
+    "inter.broker.listener.name": ("", str.strip),
+    "security.inter.broker.protocol": ("", str.strip),  # empty: the first listener
+    # TLS (slog.protocol.tls), PEM files only.
+    "ssl.keystore.type": ("PEM", _choice("PEM")),
+    "ssl.keystore.location": ("", str.strip),  # private key and certificate chain
+    "ssl.keystore.certificate.chain": ("", str.strip),  # a file, or the PEM text itself
+    "ssl.keystore.key": ("", str.strip),  # a file, or the PEM text itself
+    "ssl.key.password": ("", str),
+    "ssl.truststore.type": ("PEM", _choice("PEM")),
+    "ssl.truststore.location": ("", str.strip),  # CA bundle: client certs, other brokers
+    "ssl.client.auth": ("none", _choice("none", "requested", "required")),
+    "ssl.protocol": ("TLSv1.3", _choice("TLS", "TLSv1.2", "TLSv1.3")),
+    "ssl.enabled.protocols": ("TLSv1.2,TLSv1.3", _choice("TLSv1.2", "TLSv1.3", many=True)),
+    "ssl.endpoint.identification.algorithm": ("https", _choice("https", "")),
     "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256",
                                 _choice("PLAIN", "SCRAM-SHA-256", many=True)),
     "sasl.credentials.file": ("", str.strip),  # empty: credentials.json in the data dir
@@ -180,6 +199,9 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     # (librdkafka's) use it as the example of a per-broker dynamic config.
     "sasl.kerberos.min.time.before.relogin": ("60000", _int(0)),
 }
+
+# Broker settings DescribeConfigs reports as sensitive, without their value (Kafka's rule).
+SENSITIVE_BROKER_SETTINGS = frozenset({"ssl.key.password", "ssl.keystore.key"})
 
 
 # Broker settings Kafka lets an admin change at runtime (its DynamicBrokerConfig:

@@ -7,8 +7,9 @@ import json
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from slog.core.checkpoint import write_atomically
 from slog.core.errors import DataDirError
@@ -64,6 +65,9 @@ class BrokerInfo:
     pid: int
     started_at: float
     rack: str | None = None  # broker.rack; absent from older broker.json files
+    # Every listener's advertised endpoint (Endpoint.to_record); host/port above are the
+    # inter-broker listener's. Empty in broker.json files of older versions.
+    listeners: list[dict[str, Any]] = field(default_factory=list, hash=False, compare=False)
 
     @property
     def incarnation(self) -> str:

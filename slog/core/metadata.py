@@ -10,7 +10,7 @@ Records are plain dicts (JSON in the log) with a ``type`` key:
 
 ``controller``       controller_id, controller_epoch: a broker won the controller lock
 ``broker``           broker_id, host, port, incarnation, fenced, rack (absent or None: no
-                     rack): a broker (re)registered
+                     rack), endpoints: a broker (re)registered
 ``broker_fence``     broker_id, fenced: liveness changed
 ``topic``            name, topic_id, configs: a topic was created
 ``partition``        topic, partition, replicas, isr, leader, leader_epoch,
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from slog.core.acls import AclBinding, AclError
+from slog.core.listeners import Endpoint
 
 NO_LEADER = -1
 
@@ -48,6 +49,19 @@ class BrokerRegistration:
     incarnation: str = ""
     fenced: bool = False
     rack: str | None = None  # broker.rack
+    # Every listener's advertised endpoint; host/port are the inter-broker listener's.
+    # Empty in records of older versions: then host/port serve every listener.
+    endpoints: tuple[Endpoint, ...] = ()
+
+    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker; None if it has no such
+        listener (Kafka leaves the broker out of that listener's Metadata)."""
+        if not self.endpoints or listener is None:
+            return self.host, self.port
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint.host, endpoint.port
+        return None
 
 
 @dataclass(frozen=True)
@@ -190,6 +204,7 @@ def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
         incarnation=record.get("incarnation", ""),
         fenced=bool(record.get("fenced", False)),
         rack=record.get("rack") or None,
+        endpoints=tuple(Endpoint.from_record(e) for e in record.get("endpoints", ())),
     )
     image.brokers[reg.broker_id] = reg
 

@@ -5,6 +5,11 @@ fixed versions both sides are known to speak. Like the server, it drives a
 non-blocking socket directly rather than an asyncio stream: a fetch response
 (megabytes of records) is received straight into a buffer of its size, with
 no stream buffer to copy it through twice.
+
+When the inter-broker listener is SSL or SASL_SSL the same socket carries a
+:class:`TlsPipe`: the other broker's certificate is verified against the
+truststore (and its address, unless ``ssl.endpoint.identification.algorithm``
+is empty), and a response is decrypted straight into its frame buffer.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import itertools
 import mmap
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -20,11 +26,13 @@ from slog.core.scram import SaslError, SaslLogin, client_exchange
 from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.shapes import shape
+from slog.protocol.tls import TlsPipe
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 SPARE_MIN_BYTES = 64 * 1024  # frames from this size on are received into a reused map...
 SPARE_MAX_BYTES = 16 * 1024 * 1024  # ...kept for the next frame up to this size
 SOCKET_BUFFER_BYTES = 4 * 1024 * 1024  # a fetch response in few receives (as the client)
+TLS_RECV_BYTES = 256 * 1024  # ciphertext taken from the socket per receive
 _SIZE = struct.Struct(">i")
 
 
@@ -36,6 +44,15 @@ _login: SaslLogin | None = None
 def use_sasl_login(login: SaslLogin | None) -> None:
     global _login
     _login = login
+
+
+# The TLS context for other brokers' listeners (None: plaintext), set like the login.
+_tls: ssl.SSLContext | None = None
+
+
+def use_tls(context: ssl.SSLContext | None) -> None:
+    global _tls
+    _tls = context
 
 
 def _exported(buffer: mmap.mmap) -> bool:
@@ -54,6 +71,7 @@ class BrokerChannel:
         self._client_id = client_id
         self._timeout_s = timeout_s
         self._sock: socket.socket | None = None
+        self._tls: TlsPipe | None = None
         self._spare: mmap.mmap | None = None  # the last large frame's buffer
         self._correlation = itertools.count(1)
         self._lock = asyncio.Lock()
@@ -92,9 +110,36 @@ class BrokerChannel:
                 sock.close()
                 raise
             self._sock = sock
+            self._tls = None
+            if _tls is not None:
+                await self._handshake(loop, sock, _tls)
             if _login is not None:
                 await self._authenticate(loop, sock, _login)
         return await self._exchange(loop, self._sock, api_key, version, body)
+
+    async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                         context: ssl.SSLContext) -> None:
+        tls = TlsPipe(context, server_side=False, server_hostname=self.host)
+        try:
+            while not tls.handshake():
+                await self._send_output(loop, sock, tls)
+                data = await loop.sock_recv(sock, TLS_RECV_BYTES)
+                if not data:
+                    raise ConnectionResetError(f"broker {self.host}:{self.port} closed the "
+                                               "connection during the TLS handshake")
+                tls.feed(data)
+        except ssl.SSLError as exc:
+            raise ConnectionRefusedError(f"TLS handshake with broker {self.host}:{self.port} "
+                                         f"failed: {exc.reason or exc}") from None
+        await self._send_output(loop, sock, tls)
+        self._tls = tls
+
+    @staticmethod
+    async def _send_output(loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                           tls: TlsPipe) -> None:
+        ciphertext = tls.output()
+        if ciphertext:
+            await loop.sock_sendall(sock, ciphertext)
 
     async def _authenticate(self, loop: asyncio.AbstractEventLoop, sock: socket.socket,
                             login: SaslLogin) -> None:
@@ -123,8 +168,13 @@ class BrokerChannel:
                         api_key: int, version: int, body: dict[str, Any]) -> memoryview:
         correlation_id = next(self._correlation)
         entity = shape(request_class(api_key, version), body)
-        await loop.sock_sendall(sock, encode_request(entity, correlation_id=correlation_id,
-                                                     client_id=self._client_id))
+        request = encode_request(entity, correlation_id=correlation_id,
+                                 client_id=self._client_id)
+        if self._tls is not None:
+            self._tls.encrypt([request], len(request))
+            await self._send_output(loop, sock, self._tls)
+        else:
+            await loop.sock_sendall(sock, request)
         (size,) = _SIZE.unpack(await self._receive(loop, sock, 4))
         if size < 0 or size > MAX_RESPONSE_BYTES:
             raise ConnectionResetError(f"broker {self.host}:{self.port} sent a frame of "
@@ -140,8 +190,22 @@ class BrokerChannel:
                        size: int) -> memoryview:
         view = self._buffer(size)
         got = 0
+        tls = self._tls
         while got < size:
-            n = await loop.sock_recv_into(sock, view[got:])
+            if tls is not None:
+                try:
+                    n = tls.read_into(view[got:])
+                except ssl.SSLError as exc:
+                    raise ConnectionResetError(f"broker {self.host}:{self.port}: TLS "
+                                               f"{exc.reason or exc}") from None
+                if n < 0:  # more ciphertext first
+                    data = await loop.sock_recv(sock, TLS_RECV_BYTES)
+                    if data:
+                        tls.feed(data)
+                        continue
+                    n = 0
+            else:
+                n = await loop.sock_recv_into(sock, view[got:])
             if n == 0:
                 raise ConnectionResetError(f"broker {self.host}:{self.port} closed the "
                                            "connection")
@@ -170,3 +234,4 @@ class BrokerChannel:
         if self._sock is not None:
             self._sock.close()
         self._sock = None
+        self._tls = None

@@ -23,6 +23,7 @@ from slog.core.config import (
     validate_topic_configs,
 )
 from slog.core.errors import InvalidTopicError
+from slog.core.listeners import Endpoint
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
 from slog.core.metadata_log import MetadataLogWriter
 from slog.core.names import topic_collides, validate_topic_name
@@ -80,6 +81,7 @@ class BrokerStatus:
     healthy: bool
     shutting_down: bool
     rack: str | None = None
+    endpoints: tuple[Endpoint, ...] = ()  # every listener's (empty: host/port only)
 
 
 class Controller:
@@ -118,17 +120,22 @@ class Controller:
         return self.epoch
 
     def register_broker(self, broker_id: int, host: str, port: int, incarnation: str,
-                        rack: str | None = None) -> None:
+                        rack: str | None = None,
+                        endpoints: Sequence[Endpoint] = ()) -> None:
         """A live broker (re)joins. A new incarnation first loses its ISR places:
         it restarted, so what it had not flushed may be gone."""
         current = self.image.brokers.get(broker_id)
         if current and (current.host, current.port, current.incarnation, current.fenced,
-                        current.rack) == (host, port, incarnation, False, rack):
+                        current.rack, current.endpoints) == \
+                (host, port, incarnation, False, rack, tuple(endpoints)):
             return
         if current is not None and not current.fenced and current.incarnation != incarnation:
             self.fence_broker(broker_id, "restarted")
-        self._write([{"type": "broker", "broker_id": broker_id, "host": host, "port": port,
-                      "incarnation": incarnation, "fenced": False, "rack": rack}])
+        record: Record = {"type": "broker", "broker_id": broker_id, "host": host, "port": port,
+                          "incarnation": incarnation, "fenced": False, "rack": rack}
+        if endpoints:
+            record["endpoints"] = [e.to_record() for e in endpoints]
+        self._write([record])
         self.elect_offline_partitions()
 
     def sync_liveness(self, brokers: Sequence[BrokerStatus]) -> None:
@@ -146,7 +153,7 @@ class Controller:
                 continue
             self.shutting_down.discard(status.broker_id)
             self.register_broker(status.broker_id, status.host, status.port, status.incarnation,
-                                 status.rack)
+                                 status.rack, status.endpoints)
         self.elect_offline_partitions()
 
     def fence_broker(self, broker_id: int, reason: str) -> None:

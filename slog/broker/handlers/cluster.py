@@ -38,12 +38,20 @@ async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     }
 
 
-def broker_list(image: MetadataImage) -> list[dict[str, Any]]:
-    return [
-        {"node_id": b.broker_id, "broker_id": b.broker_id, "host": b.host, "port": b.port,
-         "rack": b.rack}
-        for b in sorted(image.live_brokers(), key=lambda b: b.broker_id)
-    ]
+def broker_list(image: MetadataImage, listener: str | None = None) -> list[dict[str, Any]]:
+    """The live brokers as a client of ``listener`` reaches them (Kafka's rule: the
+    endpoints of the listener the request arrived on; brokers without it are left out)."""
+    entries = []
+    for b in sorted(image.live_brokers(), key=lambda b: b.broker_id):
+        address = b.endpoint(listener)
+        if address is not None:
+            entries.append({"node_id": b.broker_id, "broker_id": b.broker_id,
+                            "host": address[0], "port": address[1], "rack": b.rack})
+    return entries
+
+
+def listener_of(ctx: RequestContext) -> str | None:
+    return ctx.session.listener if ctx.session is not None else None
 
 
 def _partition_entry(image: MetadataImage, state: PartitionState) -> dict[str, Any]:
@@ -130,7 +138,7 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
             topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
     return {
         "throttle_time": 0,
-        "brokers": broker_list(image),
+        "brokers": broker_list(image, listener_of(ctx)),
         "cluster_id": broker.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
@@ -146,7 +154,7 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "endpoint_type": 1,
         "cluster_id": ctx.broker.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": broker_list(image),
+        "brokers": broker_list(image, listener_of(ctx)),
         "cluster_authorized_operations": -2147483648,
     }
 

@@ -15,7 +15,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.core.config import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigSource
+from slog.core.config import (
+    DYNAMIC_BROKER_CONFIGS,
+    SENSITIVE_BROKER_SETTINGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigSource,
+)
 from slog.core.errors import InvalidTopicError
 from slog.core.names import validate_topic_name
 from slog.protocol.apis import ApiKey
@@ -72,10 +78,14 @@ def _config_type(name: str, value: str | None) -> int:
 
 def _entry(name: str, value: str, source: ConfigSource, read_only: bool,
            synonyms: list[tuple[str, str, ConfigSource]]) -> dict[str, Any]:
+    # Kafka reports a secret's presence and source, never its value.
+    sensitive = name in SENSITIVE_BROKER_SETTINGS
     return {
-        "name": name, "value": value, "read_only": read_only, "config_source": int(source),
-        "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": False,
-        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in synonyms],
+        "name": name, "value": None if sensitive else value, "read_only": read_only,
+        "config_source": int(source),
+        "is_default": source == ConfigSource.DEFAULT_CONFIG, "is_sensitive": sensitive,
+        "synonyms": [{"name": n, "value": None if sensitive else v, "source": int(s)}
+                     for n, v, s in synonyms],
         "config_type": _config_type(name, value), "documentation": None,
     }
 

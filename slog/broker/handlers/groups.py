@@ -90,7 +90,11 @@ def _find_one(ctx: RequestContext, key: str, key_type: int, creating: bool) -> d
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
         return fail("coordinator_not_available", "the group's offsets partition has no leader")
-    entry.update(node_id=node.broker_id, host=node.host, port=node.port)
+    address = node.endpoint(ctx.session.listener if ctx.session is not None else None)
+    if address is None:
+        return fail("coordinator_not_available",
+                    "the coordinator has no endpoint on this listener")
+    entry.update(node_id=node.broker_id, host=address[0], port=address[1])
     return entry
 
 

@@ -24,8 +24,9 @@ AUTHENTICATION_FAILED = code("sasl_authentication_failed")
 
 async def sasl_handshake(ctx: RequestContext, request: Any) -> dict[str, Any]:
     security, session = ctx.broker.security, ctx.session
-    mechanisms = list(security.mechanisms) if security.sasl_enabled else []
-    if not security.sasl_enabled or session is None or session.authenticated \
+    enabled = session is not None and session.sasl_required
+    mechanisms = list(security.mechanisms) if enabled else []
+    if not enabled or session is None or session.authenticated \
             or session.mechanism is not None:
         if session is not None:
             session.close_after_response = True
@@ -45,7 +46,7 @@ def _failed(error: int, message: str) -> dict[str, Any]:
 
 async def sasl_authenticate(ctx: RequestContext, request: Any) -> dict[str, Any]:
     security, session = ctx.broker.security, ctx.session
-    if not security.sasl_enabled or session is None or session.mechanism is None \
+    if session is None or not session.sasl_required or session.mechanism is None \
             or session.authenticated:
         if session is not None:
             session.close_after_response = True
