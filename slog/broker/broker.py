@@ -69,6 +69,7 @@ class Broker:
         self.cluster_id = ""
         self.controller: Controller | None = None
         self._alive_lock = FileLock(alive_lock_path(self.layout, self.broker_id))
+        self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
         self._controller_lock = FileLock(self.layout.controller_lock)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
         self._metadata_writer: MetadataLogWriter | None = None
@@ -100,11 +101,14 @@ class Broker:
                 f"broker {self.broker_id} is already running on {self.layout.root}{owner}; "
                 f"stop it with `slog broker stop --id {self.broker_id}` first"
             )
+        # Not registered until caught_up(): recovery and the first metadata
+        # apply may keep this process busy for a long time.
+        liveness.starting_marker(self.layout, self.broker_id).touch(mode=0o600)
         # The previous run's broker.json names a dead pid and maybe another port:
         # the controller must not register this run until publish() rewrites it.
         (self.layout.broker_dir(self.broker_id) / "broker.json").unlink(missing_ok=True)
         liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
-        liveness.beat(self.layout, self.broker_id)
+        self._heartbeat.start()
         default_log_config = LogConfig.from_topic_configs(self.config.topic_values({}))
         self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
         self.log_manager.load()
@@ -123,6 +127,12 @@ class Broker:
         """Write broker.json once the listener's port is known."""
         self.info = BrokerInfo(self.broker_id, self.config.host, port, os.getpid(), time.time())
         write_broker_info(self.layout, self.info)
+
+    def caught_up(self) -> None:
+        """Call after the first full metadata apply: the controller may now register us."""
+        liveness.starting_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        log.info("broker %d caught up with the metadata log (%d partitions)", self.broker_id,
+                 sum(len(t.partitions) for t in self.image.topics.values()))
 
     def poll_metadata(self) -> bool:
         """Apply new metadata records; returns True when the image changed."""
@@ -174,10 +184,11 @@ class Broker:
         statuses = []
         for seen in liveness.observe_all(self.layout, me=self.broker_id):
             if seen.info is None:
-                continue  # never finished starting: nothing to register or fence
+                continue  # not listening yet: nothing to register or fence
             statuses.append(BrokerStatus(
                 seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
-                healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down))
+                problem=seen.problem(timeout_s), shutting_down=seen.shutting_down,
+                starting=seen.starting))
         self.controller.sync_liveness(statuses)
         self.controller.tick()  # reassignment steps, auto leader rebalance
 
@@ -189,14 +200,6 @@ class Broker:
             except Exception:  # never let a bad tick kill the broker
                 log.exception("controller tick failed")
             await asyncio.sleep(CONTROLLER_POLL_S)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                liveness.beat(self.layout, self.broker_id)
-            except OSError as exc:
-                log.warning("cannot write heartbeat: %s", exc)
-            await asyncio.sleep(liveness.HEARTBEAT_INTERVAL_S)
 
     async def alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
         """Send a leader's ISR proposal to the controller (AlterPartition)."""
@@ -265,7 +268,7 @@ class Broker:
     def start_background_tasks(self) -> None:
         assert self.replicas is not None
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
-                 self._heartbeat_loop(), self.replicas.maintain_isr(self.alter_isr)]
+                 self.replicas.maintain_isr(self.alter_isr)]
         if self.groups is not None:
             loops.append(self.groups.run())
         for coroutine in loops:
@@ -308,6 +311,7 @@ class Broker:
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()
+        self._heartbeat.stop()
         self._alive_lock.release()
         log.info("broker %d stopped cleanly", self.broker_id)
 
