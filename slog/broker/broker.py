@@ -70,6 +70,7 @@ class Broker:
         self.controller: Controller | None = None
         self._alive_lock = FileLock(alive_lock_path(self.layout, self.broker_id))
         self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
+        self._opened_at = time.monotonic()
         self._controller_lock = FileLock(self.layout.controller_lock)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
         self._metadata_writer: MetadataLogWriter | None = None
@@ -90,6 +91,7 @@ class Broker:
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
         """Everything before listening: locks, recovery, metadata replay."""
+        self._opened_at = time.monotonic()
         ensure_data_dir(self.layout.root)
         self.security.load_inter_broker_secret()
         use_sasl_login(self.security.inter_broker_login)
@@ -131,8 +133,9 @@ class Broker:
     def caught_up(self) -> None:
         """Call after the first full metadata apply: the controller may now register us."""
         liveness.starting_marker(self.layout, self.broker_id).unlink(missing_ok=True)
-        log.info("broker %d caught up with the metadata log (%d partitions)", self.broker_id,
-                 sum(len(t.partitions) for t in self.image.topics.values()))
+        log.info("broker %d caught up with the metadata log: %d partitions, %.1f s after start",
+                 self.broker_id, sum(len(t.partitions) for t in self.image.topics.values()),
+                 time.monotonic() - self._opened_at)
 
     def poll_metadata(self) -> bool:
         """Apply new metadata records; returns True when the image changed."""
@@ -183,12 +186,15 @@ class Broker:
         timeout_s = self.config.get_int("broker.session.timeout.ms") / 1000
         statuses = []
         for seen in liveness.observe_all(self.layout, me=self.broker_id):
-            if seen.info is None:
-                continue  # not listening yet: nothing to register or fence
+            if seen.info is None and not seen.starting:
+                continue  # never started: nothing to register or fence
+            # A starting broker may not know its port yet, but its previous run's
+            # registration must be fenced now, not after a long log recovery.
+            host, port, incarnation = (seen.info.host, seen.info.port, seen.info.incarnation) \
+                if seen.info is not None else ("", 0, "")
             statuses.append(BrokerStatus(
-                seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
-                problem=seen.problem(timeout_s), shutting_down=seen.shutting_down,
-                starting=seen.starting))
+                seen.broker_id, host, port, incarnation, problem=seen.problem(timeout_s),
+                shutting_down=seen.shutting_down, starting=seen.starting))
         self.controller.sync_liveness(statuses)
         self.controller.tick()  # reassignment steps, auto leader rebalance
 

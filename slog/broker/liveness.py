@@ -101,7 +101,7 @@ class BrokerObservation:
         """Why this broker must be fenced, or None. A starting broker only for a lost lock."""
         if not self.holds_lock:
             return "alive.lock is free: the process is gone"
-        if self.info is None:
+        if self.info is None and not self.starting:
             return "no broker.json"
         if not self.starting and self.heartbeat_age_s > session_timeout_s:
             return f"heartbeat {self.heartbeat_age_s:.1f} s old"

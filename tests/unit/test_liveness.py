@@ -95,3 +95,16 @@ def test_the_heartbeat_thread_beats_while_the_caller_hogs_the_interpreter(
     time.sleep(3 * liveness.HEARTBEAT_INTERVAL_S)
     age = time.time() - liveness.heartbeat_path(layout, 2).stat().st_mtime
     assert age > 50, "the heartbeat went on after stop()"
+
+
+def test_a_broker_recovering_before_it_listens_counts_as_starting(layout: DataDirLayout) -> None:
+    """Between taking its lock and writing broker.json (log recovery) a broker is starting:
+    the controller must fence its previous run's registration, not wait for the port."""
+    lock = FileLock(alive_lock_path(layout, 2))
+    assert lock.try_acquire()
+    liveness.starting_marker(layout, 2).touch()
+    seen = liveness.observe(layout, 2, me=1)
+    assert seen.info is None and seen.starting and seen.problem(TIMEOUT_S) is None
+    liveness.starting_marker(layout, 2).unlink()
+    assert liveness.observe(layout, 2, me=1).problem(TIMEOUT_S) == "no broker.json"
+    lock.release()
