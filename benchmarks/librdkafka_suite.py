@@ -58,6 +58,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # |<name> | <STATE> | <duration>s |<reason>: the harness's summary table (tests/test.c)
 SUMMARY_ROW = re.compile(r"^\|\s*(\S+)\s*\|\s*([A-Z_]+)\s*\|\s*([\d.]+)s\s*\|\s?(.*)$")
 TEST_ENTRY = re.compile(r"_TEST\(\s*(\d{4}\w*)\s*,\s*([^,)]*)")
+FAILED_BLOCK = re.compile(r'^### Test "(\S+)" failed at (\S+) at .*###$')
 FENCING = re.compile(r"fencing broker (\d+): ([^;\n]*)")
 
 
@@ -210,11 +211,20 @@ def parse_summary(output: str) -> list[Row]:
     return rows
 
 
-def last_failure_line(output: str) -> str:
+def harness_failure(output: str) -> tuple[str, str] | None:
+    """(test, reason) from the harness's ``### Test "X" failed at ...: ###`` block, which is
+    all there is when a failure (or the harness's own timeout) ends the run early."""
+    lines = [line.strip() for line in ANSI.sub("", output).splitlines()]
+    for i, line in enumerate(lines):
+        match = FAILED_BLOCK.match(line)
+        if match:
+            reason = next((n for n in lines[i + 1:] if n), "")
+            return match.group(1), f"{reason} ({match.group(2)})"[:300]
+    return None
+
+
+def last_line(output: str) -> str:
     lines = [line.strip() for line in ANSI.sub("", output).splitlines() if line.strip()]
-    for line in reversed(lines):
-        if "FAIL" in line or "assert" in line.lower():
-            return line[:300]
     return lines[-1][:300] if lines else "no output"
 
 
@@ -235,13 +245,16 @@ def run_one(tests_dir: Path, number: str, env: dict[str, str], timeout_s: float,
     elapsed = time.monotonic() - started
     (logs / f"{number}.log").write_text(output)
     if timed_out:
-        return [Row(number, "timeout", elapsed, f"killed after {timeout_s:.0f} s; last: "
-                    f"{last_failure_line(output)}")]
+        return [Row(number, "timeout", elapsed, f"killed after {timeout_s:.0f} s; last line: "
+                    f"{last_line(output)}")]
     rows = parse_summary(output)
-    if not rows:
-        return [Row(number, "fail", elapsed, f"exit {proc.returncode}, no summary: "
-                    f"{last_failure_line(output)}")]
-    return rows
+    if rows:
+        return rows
+    failure = harness_failure(output)
+    if failure is not None:
+        return [Row(failure[0], "fail", elapsed, failure[1])]
+    return [Row(number, "fail", elapsed, f"exit {proc.returncode} without a summary; last "
+                f"line: {last_line(output)}")]
 
 
 # -- 5. report ---------------------------------------------------------------------------------
