@@ -70,7 +70,7 @@ class Broker:
         self.controller: Controller | None = None
         self._alive_lock = FileLock(alive_lock_path(self.layout, self.broker_id))
         self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
-        self._opened_at = time.monotonic()
+        self._opened_at = time.monotonic()  # for the "caught up after" log line
         self._controller_lock = FileLock(self.layout.controller_lock)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
         self._metadata_writer: MetadataLogWriter | None = None
@@ -90,8 +90,7 @@ class Broker:
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
-        """Everything before listening: locks, recovery, metadata replay."""
-        self._opened_at = time.monotonic()
+        """Everything before listening: locks, the heartbeat thread, log recovery."""
         ensure_data_dir(self.layout.root)
         self.security.load_inter_broker_secret()
         use_sasl_login(self.security.inter_broker_login)
