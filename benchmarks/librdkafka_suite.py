@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 BUILD_PACKAGES = ["build-essential", "pkg-config", "python3", "libssl-dev", "zlib1g-dev",
-                  "libzstd-dev", "liblz4-dev", "libsasl2-dev"]
+                  "libzstd-dev", "liblz4-dev", "libsasl2-dev", "rapidjson-dev"]  # JSON tests
 CLUSTER_CONFIG = ["num.partitions=4", "default.replication.factor=3"]
 BROKERS = 3
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -104,16 +104,18 @@ def debian_source(workdir: Path) -> Path:
     return trees[-1]
 
 
-def install_missing(packages: list[str]) -> None:
+def install_missing(packages: list[str]) -> bool:
+    """apt-get install what is not installed yet; True if anything was."""
     missing = [p for p in packages if subprocess.run(
         ["dpkg-query", "-W", "-f=${Status}", p], capture_output=True, text=True
     ).stdout.strip() != "install ok installed"]
     if not missing:
         say(f"build packages already installed: {' '.join(packages)}")
-        return
+        return False
     say(f"installing: {' '.join(missing)}")
     run(["apt-get", "install", "-y", "--no-install-recommends", *missing],
         env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    return True
 
 
 # -- 2. build ----------------------------------------------------------------------------------
@@ -123,8 +125,8 @@ def build(source: Path, build_dir: Path) -> Path:
     if not (tree / "configure").exists():
         say(f"copying {source} to {tree}")
         shutil.copytree(source, tree, symlinks=True)
-    install_missing(BUILD_PACKAGES)
-    if not (tree / "Makefile.config").exists():
+    installed = install_missing(BUILD_PACKAGES)
+    if installed or not (tree / "Makefile.config").exists():  # configure sees what is there
         run(["./configure", "--disable-gssapi"], cwd=tree)
     started = time.monotonic()
     run(["make", "-j2", "libs"], cwd=tree, stdout=subprocess.DEVNULL)
