@@ -29,6 +29,7 @@ Usage::
 
     python benchmarks/librdkafka_suite.py [--source DIR] [--build-dir DIR]
         [--tests 0001,0002] [--parallel 1|2] [--timeout S] [--json FILE]
+    python benchmarks/librdkafka_suite.py --from-logs BUILD_DIR/logs/RUN [--json FILE]
 """
 
 from __future__ import annotations
