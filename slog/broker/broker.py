@@ -73,6 +73,8 @@ class Broker:
         self.cluster_id = ""
         self.controller: Controller | None = None
         self._alive_lock = FileLock(alive_lock_path(self.layout, self.broker_id))
+        self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
+        self._opened_at = time.monotonic()  # for the "caught up after" log line
         self._controller_lock = FileLock(self.layout.controller_lock)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
         self._metadata_writer: MetadataLogWriter | None = None
@@ -98,7 +100,7 @@ class Broker:
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
-        """Everything before listening: locks, recovery, metadata replay."""
+        """Everything before listening: locks, the heartbeat thread, log recovery."""
         ensure_data_dir(self.layout.root)
         self.security.load_inter_broker_secret()
         use_sasl_login(self.security.inter_broker_login)
@@ -110,11 +112,14 @@ class Broker:
                 f"broker {self.broker_id} is already running on {self.layout.root}{owner}; "
                 f"stop it with `slog broker stop --id {self.broker_id}` first"
             )
+        # Not registered until caught_up(): recovery and the first metadata
+        # apply may keep this process busy for a long time.
+        liveness.starting_marker(self.layout, self.broker_id).touch(mode=0o600)
         # The previous run's broker.json names a dead pid and maybe another port:
         # the controller must not register this run until publish() rewrites it.
         (self.layout.broker_dir(self.broker_id) / "broker.json").unlink(missing_ok=True)
         liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
-        liveness.beat(self.layout, self.broker_id)
+        self._heartbeat.start()
         default_log_config = LogConfig.from_topic_configs(self.config.topic_values({}))
         self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
         self.log_manager.load()
@@ -137,6 +142,13 @@ class Broker:
         self.info = BrokerInfo(self.broker_id, inter.host, inter.port, os.getpid(), time.time(),
                                rack=self.config.rack, listeners=[e.to_record() for e in endpoints])
         write_broker_info(self.layout, self.info)
+
+    def caught_up(self) -> None:
+        """Call after the first full metadata apply: the controller may now register us."""
+        liveness.starting_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        log.info("broker %d caught up with the metadata log: %d partitions, %.1f s after start",
+                 self.broker_id, sum(len(t.partitions) for t in self.image.topics.values()),
+                 time.monotonic() - self._opened_at)
 
     def poll_metadata(self) -> bool:
         """Apply new metadata records; returns True when the image changed."""
@@ -201,13 +213,18 @@ class Broker:
         timeout_s = self.config.get_int("broker.session.timeout.ms") / 1000
         statuses = []
         for seen in liveness.observe_all(self.layout, me=self.broker_id):
-            if seen.info is None:
-                continue  # never finished starting: nothing to register or fence
+            if seen.info is None and not seen.starting:
+                continue  # never started: nothing to register or fence
+            # A starting broker may not know its port yet, but its previous run's
+            # registration must be fenced now, not after a long log recovery.
+            host, port, incarnation = (seen.info.host, seen.info.port, seen.info.incarnation) \
+                if seen.info is not None else ("", 0, "")
             statuses.append(BrokerStatus(
-                seen.broker_id, seen.info.host, seen.info.port, seen.info.incarnation,
-                healthy=seen.healthy(timeout_s), shutting_down=seen.shutting_down,
-                rack=seen.info.rack,
-                endpoints=tuple(Endpoint.from_record(e) for e in seen.info.listeners)))
+                seen.broker_id, host, port, incarnation, problem=seen.problem(timeout_s),
+                shutting_down=seen.shutting_down, starting=seen.starting,
+                rack=seen.info.rack if seen.info is not None else None,
+                endpoints=tuple(Endpoint.from_record(e) for e in seen.info.listeners)
+                if seen.info is not None else ()))
         self.controller.sync_liveness(statuses)
         self.controller.tick()  # reassignment steps, auto leader rebalance
 
@@ -219,14 +236,6 @@ class Broker:
             except Exception:  # never let a bad tick kill the broker
                 log.exception("controller tick failed")
             await asyncio.sleep(CONTROLLER_POLL_S)
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                liveness.beat(self.layout, self.broker_id)
-            except OSError as exc:
-                log.warning("cannot write heartbeat: %s", exc)
-            await asyncio.sleep(liveness.HEARTBEAT_INTERVAL_S)
 
     async def alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
         """Send a leader's ISR proposal to the controller (AlterPartition)."""
@@ -285,7 +294,7 @@ class Broker:
     def start_background_tasks(self) -> None:
         assert self.replicas is not None
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
-                 self._heartbeat_loop(), self.replicas.maintain_isr(self.alter_isr)]
+                 self.replicas.maintain_isr(self.alter_isr)]
         if self.groups is not None:
             loops.append(self.groups.run())
         for coroutine in loops:
@@ -328,6 +337,7 @@ class Broker:
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()
+        self._heartbeat.stop()
         self._alive_lock.release()
         log.info("broker %d stopped cleanly", self.broker_id)
 

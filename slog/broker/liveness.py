@@ -6,11 +6,23 @@ the lock the instant the process dies) and keeps touching
 lock, but its heartbeat goes stale, and after ``broker.session.timeout.ms``
 the controller fences it. ``brokers/<id>/shutting-down`` asks the controller
 to move leadership away before a clean stop (controlled shutdown).
+
+The heartbeat comes from a thread, not from the event loop: a loop busy for
+seconds (applying a metadata image with thousands of partitions) is busy,
+not dead. SIGSTOP still stops every thread, so a paused broker goes stale.
+
+``brokers/<id>/starting`` exists from the moment a broker takes its lock
+until it has caught up with the metadata log and created its replicas. The
+controller neither registers such a broker (no leadership, no ISR places)
+nor fences it for heartbeat age: Kafka's fenced-until-caught-up broker
+registration.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +30,8 @@ from pathlib import Path
 from slog.core.datadir import BrokerInfo, alive_lock_path, known_broker_ids, read_broker_info
 from slog.core.locks import is_locked
 from slog.core.names import DataDirLayout
+
+log = logging.getLogger("slog.broker")
 
 HEARTBEAT_INTERVAL_S = 0.25
 
@@ -30,6 +44,10 @@ def shutdown_marker(layout: DataDirLayout, broker_id: int) -> Path:
     return layout.broker_dir(broker_id) / "shutting-down"
 
 
+def starting_marker(layout: DataDirLayout, broker_id: int) -> Path:
+    return layout.broker_dir(broker_id) / "starting"
+
+
 def beat(layout: DataDirLayout, broker_id: int) -> None:
     """Refresh this broker's heartbeat (an mtime: no content to tear)."""
     path = heartbeat_path(layout, broker_id)
@@ -39,6 +57,37 @@ def beat(layout: DataDirLayout, broker_id: int) -> None:
         path.touch(mode=0o600)
 
 
+class HeartbeatThread:
+    """Touches the heartbeat every ``HEARTBEAT_INTERVAL_S`` whatever the event loop does."""
+
+    def __init__(self, layout: DataDirLayout, broker_id: int):
+        self._layout = layout
+        self._broker_id = broker_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"heartbeat-{broker_id}",
+                                        daemon=True)
+
+    def start(self) -> None:
+        beat(self._layout, self._broker_id)  # fresh before anyone can look
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _run(self) -> None:
+        failing = False
+        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+            try:
+                beat(self._layout, self._broker_id)
+                failing = False
+            except OSError as exc:
+                if not failing:  # once per failure streak, not four times a second
+                    log.warning("cannot write heartbeat: %s", exc)
+                failing = True
+
+
 @dataclass(frozen=True)
 class BrokerObservation:
     broker_id: int
@@ -46,14 +95,27 @@ class BrokerObservation:
     holds_lock: bool
     heartbeat_age_s: float
     shutting_down: bool
+    starting: bool = False
+
+    def problem(self, session_timeout_s: float) -> str | None:
+        """Why this broker must be fenced, or None. A starting broker only for a lost lock."""
+        if not self.holds_lock:
+            return "alive.lock is free: the process is gone"
+        if self.info is None and not self.starting:
+            return "no broker.json"
+        if not self.starting and self.heartbeat_age_s > session_timeout_s:
+            return f"heartbeat {self.heartbeat_age_s:.1f} s old"
+        return None
 
     def healthy(self, session_timeout_s: float) -> bool:
-        return self.holds_lock and self.info is not None and \
-            self.heartbeat_age_s <= session_timeout_s
+        return self.problem(session_timeout_s) is None
 
 
 def observe(layout: DataDirLayout, broker_id: int, *, me: int) -> BrokerObservation:
+    # broker.json before the marker: a broker writes them in the other order,
+    # so seeing its info and then no marker means it really has caught up.
     info = read_broker_info(layout, broker_id)
+    starting = starting_marker(layout, broker_id).exists()
     holds_lock = broker_id == me or is_locked(alive_lock_path(layout, broker_id))
     try:
         age = time.time() - heartbeat_path(layout, broker_id).stat().st_mtime
@@ -62,7 +124,7 @@ def observe(layout: DataDirLayout, broker_id: int, *, me: int) -> BrokerObservat
     if broker_id == me:
         age = 0.0  # we are obviously running
     return BrokerObservation(broker_id, info, holds_lock, max(age, 0.0),
-                             shutdown_marker(layout, broker_id).exists())
+                             shutdown_marker(layout, broker_id).exists(), starting)
 
 
 def observe_all(layout: DataDirLayout, *, me: int) -> list[BrokerObservation]:

@@ -62,7 +62,8 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
             await server.stop()
         raise
     broker.publish(advertised(config, bound))
-    broker.poll_metadata()
+    broker.poll_metadata()  # creates every replica: seconds with thousands of partitions
+    broker.caught_up()
     broker.try_become_controller()
     broker.start_background_tasks()
     warming = asyncio.create_task(_warm_up_rest([s for s in dispatcher.table if s not in first]))

@@ -146,7 +146,7 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "delete.topic.enable": ("true", _bool),
     "log.retention.check.interval.ms": ("300000", _int(1)),
     "replica.lag.time.max.ms": ("10000", _int(1)),
-    "broker.session.timeout.ms": ("3000", _int(1)),
+    "broker.session.timeout.ms": ("9000", _int(1)),
     "auto.leader.rebalance.enable": ("true", _bool),
     "leader.imbalance.per.broker.percentage": ("10", _int(0)),
     "leader.imbalance.check.interval.seconds": ("300", _int(1)),

@@ -78,10 +78,15 @@ class BrokerStatus:
     host: str
     port: int
     incarnation: str
-    healthy: bool
+    problem: str | None  # why it must be fenced (gone, heartbeat too old); None: healthy
     shutting_down: bool
     rack: str | None = None
     endpoints: tuple[Endpoint, ...] = ()  # every listener's (empty: host/port only)
+    starting: bool = False  # still catching up with the metadata log: not registered yet
+
+    @property
+    def healthy(self) -> bool:
+        return self.problem is None
 
 
 class Controller:
@@ -139,12 +144,20 @@ class Controller:
         self.elect_offline_partitions()
 
     def sync_liveness(self, brokers: Sequence[BrokerStatus]) -> None:
-        """Register healthy brokers, fence dead or paused ones, drain stopping ones."""
+        """Register healthy brokers, fence dead or paused ones, drain stopping ones.
+
+        A starting broker is neither registered nor fenced for heartbeat age;
+        a registration it still has belongs to its previous run, so that one
+        is fenced (it may have lost unflushed data)."""
         for status in brokers:
             current = self.image.brokers.get(status.broker_id)
-            if not status.healthy:
+            if status.problem is not None:
                 if current is not None and not current.fenced:
-                    self.fence_broker(status.broker_id, "not alive")
+                    self.fence_broker(status.broker_id, status.problem)
+                continue
+            if status.starting:
+                if current is not None and not current.fenced:
+                    self.fence_broker(status.broker_id, "restarting, not caught up yet")
                 continue
             if status.shutting_down:
                 self.shutting_down.add(status.broker_id)
@@ -169,7 +182,8 @@ class Controller:
             if changed is not None:
                 records.append(changed.to_record())
                 self._log_change(state, changed)
-        log.warning("fencing broker %d (%s); %d partition(s) change", broker_id, reason,
+        # One line per fencing, reason included: `grep "fencing broker"` counts them.
+        log.warning("fencing broker %d: %s; %d partition(s) change", broker_id, reason,
                     len(records) - 1)
         self._write(records)
 

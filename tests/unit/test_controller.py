@@ -9,7 +9,7 @@ import pytest
 from slog.core.config import BrokerConfig
 from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
-from slog.replication.controller import Controller, ControllerError, NewTopic
+from slog.replication.controller import BrokerStatus, Controller, ControllerError, NewTopic
 
 
 class Cluster:
@@ -84,3 +84,44 @@ def test_new_controller_takes_a_higher_epoch(cluster: Cluster, tmp_path: Path) -
     cluster.writer.close()
     successor = Cluster(tmp_path / "metadata")
     assert successor.image.controller_epoch == 2
+
+
+def _status(broker_id: int, incarnation: str = "x", *, problem: str | None = None,
+            starting: bool = False) -> BrokerStatus:
+    return BrokerStatus(broker_id, "127.0.0.1", 9091 + broker_id, incarnation, problem,
+                        shutting_down=False, starting=starting)
+
+
+def test_a_starting_broker_is_neither_registered_nor_a_leader_until_caught_up(
+        cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    cluster.controller.create_topics([NewTopic("t", 3, 3)])
+    # broker 2 restarts: its old registration is fenced, its new run is not registered
+    with caplog.at_level("WARNING", logger="slog.controller"):
+        cluster.controller.sync_liveness([_status(1), _status(2, "y", starting=True),
+                                          _status(3)])
+    assert cluster.image.brokers[2].fenced
+    assert "fencing broker 2: restarting, not caught up yet;" in caplog.text
+    partitions = cluster.image.topics["t"].partitions.values()
+    assert all(p.leader != 2 and 2 not in p.isr for p in partitions)
+    # still starting on later ticks: no new record at all
+    before = cluster.writer.end_offset
+    cluster.controller.sync_liveness([_status(1), _status(2, "y", starting=True), _status(3)])
+    assert cluster.writer.end_offset == before
+    # caught up: registered under its new incarnation
+    cluster.controller.sync_liveness([_status(1), _status(2, "y"), _status(3)])
+    assert not cluster.image.brokers[2].fenced
+    assert cluster.image.brokers[2].incarnation == "y"
+
+
+def test_each_fencing_is_one_line_with_its_reason(cluster: Cluster,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="slog.controller"):
+        cluster.controller.sync_liveness([_status(1), _status(2, problem="heartbeat 9.4 s old"),
+                                          _status(3, problem="alive.lock is free: the process "
+                                                  "is gone")])
+        cluster.controller.sync_liveness([_status(1), _status(2, problem="heartbeat 9.6 s old"),
+                                          _status(3, problem="alive.lock is free")])
+    fencings = [r.getMessage() for r in caplog.records if "fencing broker" in r.getMessage()]
+    assert fencings == [
+        "fencing broker 2: heartbeat 9.4 s old; 0 partition(s) change",
+        "fencing broker 3: alive.lock is free: the process is gone; 0 partition(s) change"]
