@@ -4,7 +4,9 @@ Workloads (``--quick``: the same, one run, client ``c`` only; smaller record
 counts would mostly time client start-up):
 
 * 1,000,000 records of 100 bytes, and 100,000 records of 1 KiB,
-* into a topic of 1 and of 6 partitions (Redis: 1 stream, or 6 streams),
+* into a topic of 1 and of 6 partitions (Redis: 1 stream, or 6 streams;
+  ``--partitions 6,1000`` picks other counts, e.g. to compare producing to
+  1,000 partitions at once with 6),
 * produced with acks=1, then read back from the beginning until all are read.
 
 Peers, one after the other on the same machine (never at the same time):
@@ -704,7 +706,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None,
                         help="stop everything after this many seconds (default 900, quick 300)")
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dirs")
+    parser.add_argument("--partitions", default="1,6",
+                        help="partition counts of the topics (Redis: streams), comma separated")
     args = parser.parse_args(argv)
+    try:
+        partition_counts = [int(p) for p in args.partitions.split(",") if p.strip()]
+    except ValueError:
+        parser.error("--partitions takes integers, e.g. 1,6")
+    if not partition_counts or min(partition_counts) < 1:
+        parser.error("--partitions takes positive integers, e.g. 1,6")
     runs = args.runs or (1 if args.quick else 3)
     chosen = args.clients or ("c" if args.quick else ",".join(CLIENTS))
     clients = [c.strip() for c in chosen.split(",") if c.strip()]
@@ -714,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
         if shutil.which(tool) is None:
             parser.error(f"{tool} is not installed")
     cases = [Case(size, count, parts)
-             for size, count in ((100, 1_000_000), (1024, 100_000)) for parts in (1, 6)]
+             for size, count in ((100, 1_000_000), (1024, 100_000)) for parts in partition_counts]
     deadline = Deadline(args.timeout or (300 if args.quick else 900))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
