@@ -10,8 +10,10 @@
    ``make -j2 -C tests build``. A second run with the same ``--build-dir``
    reuses the build (make redoes only what is out of date).
 3. **Cluster**: ``slog cluster up --brokers 3 -c num.partitions=4 -c
-   default.replication.factor=3`` (the suite's default scenario) on a private
-   data dir and free ports, and a ``test.conf`` naming them.
+   default.replication.factor=3`` with racks ``RACK1..3`` and Kafka's
+   ``RackAwareReplicaSelector`` (the suite's default scenario, as its own
+   cluster scripts set it up) on a private data dir and free ports, and a
+   ``test.conf`` naming them.
 4. **Tests**: every broker test number, one ``test-runner`` process each (so
    a hung test costs only its own ``--timeout``), NON-quick (no ``-Q``), with
    ``-L`` (leave out the local-only tests, which use librdkafka's mock
@@ -53,7 +55,12 @@ from pathlib import Path
 
 BUILD_PACKAGES = ["build-essential", "pkg-config", "python3", "libssl-dev", "zlib1g-dev",
                   "libzstd-dev", "liblz4-dev", "libsasl2-dev", "rapidjson-dev"]  # JSON tests
-CLUSTER_CONFIG = ["num.partitions=4", "default.replication.factor=3"]
+CLUSTER_CONFIG = ["num.partitions=4", "default.replication.factor=3",
+                  # The suite's cluster gives broker N the rack RACK<N> and turns on
+                  # fetch-from-follower (0101 skips itself otherwise).
+                  "replica.selector.class="
+                  "org.apache.kafka.common.replica.RackAwareReplicaSelector"]
+RACKS = ",".join(f"RACK{n}" for n in range(1, 4))
 BROKERS = 3
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # |<name> | <STATE> | <duration>s |<reason>: the harness's summary table (tests/test.c)
@@ -157,7 +164,7 @@ def slog(*args: str) -> subprocess.CompletedProcess[str]:
 
 def cluster_up(data_dir: Path, base_port: int) -> str:
     args = ["cluster", "up", "--brokers", str(BROKERS), "--data-dir", str(data_dir),
-            "--base-port", str(base_port), "--timeout", "120"]
+            "--base-port", str(base_port), "--timeout", "120", "--racks", RACKS]
     for setting in CLUSTER_CONFIG:
         args += ["-c", setting]
     say(f"$ slog {' '.join(args)}")
