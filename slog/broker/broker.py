@@ -146,8 +146,9 @@ class Broker:
             changed |= self.image.apply(record, offset)
         if changed:
             self._apply_dynamic_config()
+        delta = self.image.take_delta()
         if changed and self.replicas is not None:
-            self.replicas.apply_image(self.image)
+            self.replicas.apply_image(self.image, delta)
         deleted = topics_before - set(self.image.topics)
         if deleted and self.groups is not None:
             self.groups.remove_offsets_of_deleted_topics(deleted)

@@ -193,6 +193,33 @@ class PartitionLog:
             log._load(recovery_point, clean_shutdown, log_start_offset)
         return log
 
+    @classmethod
+    def create_new(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        leader_epoch: int | None = None,
+        time: Callable[[], float] = _time.time,
+    ) -> PartitionLog:
+        """A new empty log in the new, empty ``directory``, written without any fsync.
+
+        For bulk creation: the caller fsyncs each new directory once, after all
+        its files exist. A new leader's first epoch (``leader_epoch``, at offset
+        0) is kept in memory and written with the log's next flush of data;
+        until then an empty log has nothing a rebuild could get wrong.
+        """
+        directory = Path(directory)
+        log = cls(directory, config, time)
+        with log._disk_errors:
+            segment = LogSegment.create(directory, 0, config, now_ms=log._now_ms(),
+                                        sync_dir=False)
+            segment.activate()
+            log._segments, log._bases = [segment], [0]
+            if leader_epoch is not None:
+                log._epoch_cache_dirty = log._epoch_cache.assign(leader_epoch, 0, flush=False)
+        return log
+
     def _load(
         self, recovery_point: int, clean_shutdown: bool, log_start_offset: int | None
     ) -> None:
@@ -314,8 +341,11 @@ class PartitionLog:
             for _, header in segment.headers():
                 epoch = header.partition_leader_epoch
                 if header.base_offset >= offset and epoch >= 0 and epoch > cache.latest_epoch:
-                    cache.assign(epoch, header.base_offset)
-        cache.flush()
+                    cache.assign(epoch, header.base_offset, flush=False)
+        # An empty log without a checkpoint file stays without one: writing an empty
+        # file would cost two fsyncs per log at every start of thousands of replicas.
+        if cache.entries or cache.path is None or cache.path.exists():
+            cache.flush()
 
     # ================================================================= properties
 
@@ -512,7 +542,8 @@ class PartitionLog:
     def _flush(self, now_ms: int) -> None:
         self._settle_syncs(wait=True)  # older segments were fsynced after they were sealed
         self._segments[-1].flush()
-        if self._epoch_cache_dirty:
+        # An empty log's first epoch needs no file: a restart rebuilds the same (nothing).
+        if self._epoch_cache_dirty and self.log_end_offset > self.log_start_offset:
             self._epoch_cache.flush()
             self._epoch_cache_dirty = False
         self._recovery_point = self.log_end_offset
