@@ -401,6 +401,19 @@ class PartitionLog:
         with self._lock:
             return list(self._segments)
 
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at ``start_offset`` (this broker became leader).
+
+        The checkpoint file is written with the next flush of data, not now: a
+        failover makes a broker leader of thousands of partitions at once, and two
+        fsyncs each would stall it for seconds. Nothing is lost in a crash: recovery
+        re-derives the epochs of every unflushed batch from its header, and an epoch
+        without data has nothing to answer for.
+        """
+        with self._lock:
+            if self._epoch_cache.assign(epoch, start_offset, flush=False):
+                self._epoch_cache_dirty = True
+
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
         return self._epoch_cache
@@ -808,7 +821,10 @@ class PartitionLog:
         with self._lock, self._disk_errors:
             if self._closed:
                 return
-            self._flush(self._now_ms())
+            # A log that never held a byte has nothing to sync: closing thousands of
+            # idle partitions would otherwise cost an fsync each.
+            if self.log_end_offset or self._segments[-1].size:
+                self._flush(self._now_ms())
             for segment in self._segments:
                 segment.close()
             self._closed = True

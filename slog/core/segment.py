@@ -550,7 +550,8 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
         self._indexes_missing = False
-        self.flush()
+        if position:  # no valid byte: nothing to make durable (a lost cut is redone)
+            self.flush()
         return RecoveryResult(position, garbage, self._next_offset, reason if garbage else None)
 
     def _scan_valid(

@@ -248,6 +248,31 @@ class ReplicaManager:
         if recreated:
             self.apply_image(image, MetadataDelta(partitions=recreated))
 
+    def _open(self, key: TopicPartition, topic_id: str) -> Partition:
+        """Open (or create) a replica's log, never one left by an older same-named topic.
+
+        Each log directory records the id of the topic it belongs to in
+        ``partition.metadata`` (Kafka's file, KIP-516). A broker that was down
+        while its topic was deleted and re-created finds the old id there and
+        starts from an empty log instead of offering the old records as the
+        new topic's (its leader-epoch truncation could not tell them apart).
+        """
+        topic, number = key
+        plog = self.log_manager.get_or_create(topic, number, self.log_config_for(topic))
+        stored = read_topic_id(plog.directory)
+        if stored is not None and stored != topic_id:
+            log.warning("%s-%d on disk belongs to a deleted topic of the same name (id %s, "
+                        "now %s): deleting it", topic, number, stored, topic_id)
+            self.log_manager.delete(topic, number)
+            plog = self.log_manager.get_or_create(topic, number, self.log_config_for(topic))
+            stored = None
+        if stored is None:
+            write_topic_id(plog.directory, topic_id=topic_id)
+        partition = Partition(topic, number, plog, self.broker_id)
+        partition.topic_id = topic_id
+        self.partitions[key] = partition
+        return partition
+
     def _remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
         if self._follow.pop(key, None) is not None:
