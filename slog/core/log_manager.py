@@ -40,8 +40,8 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 DELETE_SUFFIX = "-delete"
-# Logs recovered at once after a crash: each may end with an fsync.
-RECOVERY_THREADS = 8
+# Logs opened (after a crash: recovered) at once at start-up.
+LOAD_THREADS = 8
 
 logger = logging.getLogger(__name__)
 
@@ -109,10 +109,9 @@ class LogManager:
                     log_start_offset=log_starts.get(key),
                 )
 
-            # Recovery waits on fsyncs, which run in parallel (Kafka's
-            # num.recovery.threads.per.data.dir); a clean start is CPU only.
-            threads = 1 if clean else RECOVERY_THREADS
-            with ThreadPoolExecutor(threads, thread_name_prefix="log-recovery") as pool:
+            # Opening waits on the file system (listing, mapping; after a crash,
+            # fsyncs), which runs in parallel: Kafka's num.recovery.threads.per.data.dir.
+            with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="log-load") as pool:
                 self._logs.update(zip(found, pool.map(open_log, found), strict=True))
             # From now on a crash must be detectable: drop the marker.
             if clean:

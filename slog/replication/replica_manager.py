@@ -37,6 +37,8 @@ ISR_CHECK_INTERVAL_S = 0.25
 # hop, and a small topic is served as soon as its metadata is applied); more go to a
 # worker thread so that a topic of thousands of partitions does not stall the broker.
 INLINE_CREATE_MAX = 16
+# New replicas taking their roles between two turns of the event loop.
+ROLE_SLICE = 500
 
 
 PARTITION_METADATA = "partition.metadata"
@@ -78,6 +80,7 @@ class ReplicaManager:
         self._follow: dict[TopicPartition, tuple[Partition, int, tuple[str, int]]] = {}
         self._fetchers_stale = False
         self._creating: set[TopicPartition] = set()  # logs a worker thread is creating
+        self._role_tasks: set[asyncio.Task[None]] = set()
 
     # -- metadata ---------------------------------------------------------------
     def log_config_for(self, topic: str) -> LogConfig:
@@ -205,18 +208,31 @@ class ReplicaManager:
 
     def _creation_done(self, topic_ids: dict[TopicPartition, str],
                        future: asyncio.Future[dict[TopicPartition, PartitionLog]]) -> None:
-        self._creating.difference_update(topic_ids)
-        if future.cancelled():
+        if future.cancelled() or future.exception() is not None:
+            self._creating.difference_update(topic_ids)
+            if not future.cancelled():
+                # Those created so far are registered; the rest are retried by the
+                # next change of their partitions, or at restart.
+                log.error("creating %d replica logs failed", len(topic_ids),
+                          exc_info=future.exception())
             return
-        if future.exception() is not None:
-            # Those created so far are registered; the rest are retried by the next
-            # change of their partitions, or at restart.
-            log.error("creating %d replica logs failed", len(topic_ids),
-                      exc_info=future.exception())
-            return
-        self._created(topic_ids, future.result())
-        self._assign_fetchers()
-        self.notify()
+        task = asyncio.get_running_loop().create_task(
+            self._take_roles_of_created(topic_ids, future.result()))
+        self._role_tasks.add(task)
+        task.add_done_callback(self._role_tasks.discard)
+
+    async def _take_roles_of_created(self, topic_ids: dict[TopicPartition, str],
+                                     logs: dict[TopicPartition, PartitionLog]) -> None:
+        """Make the new logs replicas a slice at a time, so that requests are
+        served in between even when a request created thousands."""
+        keys = list(topic_ids)
+        for start in range(0, len(keys), ROLE_SLICE):
+            chunk = {key: topic_ids[key] for key in keys[start:start + ROLE_SLICE]}
+            self._creating.difference_update(chunk)
+            self._created(chunk, {key: logs[key] for key in chunk if key in logs})
+            self._assign_fetchers()
+            self.notify()
+            await asyncio.sleep(0)
 
     def _created(self, topic_ids: dict[TopicPartition, str],
                  logs: dict[TopicPartition, PartitionLog]) -> None:
@@ -322,6 +338,8 @@ class ReplicaManager:
                     partition.isr_change_in_flight = False
 
     async def shutdown(self) -> None:
+        for task in list(self._role_tasks):
+            task.cancel()
         await self.fetchers.shutdown()
         self.partitions.clear()
         self.log_manager.shutdown()
