@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from slog.broker import liveness
 from slog.broker.controller_channel import ControllerChannel
 from slog.broker.forwarding import FORWARD_TIMEOUT_S
+from slog.broker.handlers.cluster import topic_entry
+from slog.broker.metadata_cache import MetadataResponseCache
 from slog.broker.offsets_topic import build_group_coordinator
 from slog.broker.security import Security
 from slog.broker.topic_creator import TopicCreator
@@ -97,6 +99,7 @@ class Broker:
         self.topic_creator = TopicCreator(lambda: self.controller, self.controller_requests,
                                           self.poll_metadata)
         self.security = Security(config)
+        self.metadata_cache = MetadataResponseCache(topic_entry)
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
@@ -162,8 +165,10 @@ class Broker:
             changed |= self.image.apply(record, offset)
         if changed:
             self._apply_dynamic_config()
+        delta = self.image.take_delta()
+        self.metadata_cache.invalidate(delta)
         if changed and self.replicas is not None:
-            self.replicas.apply_image(self.image)
+            self.replicas.apply_image(self.image, delta)
         deleted = topics_before - set(self.image.topics)
         if deleted and self.groups is not None:
             self.groups.remove_offsets_of_deleted_topics(deleted)

@@ -135,11 +135,12 @@ class LeaderEpochCache:
 
     # ------------------------------------------------------------------ updates
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; True if the cache changed.
 
         Entries that would break monotonicity (an epoch >= ``epoch`` or a start
-        >= ``start_offset``) are dropped first, as in Kafka.
+        >= ``start_offset``) are dropped first, as in Kafka. ``flush=False``
+        leaves the checkpoint file to the caller.
         """
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"cannot assign epoch {epoch} at offset {start_offset}")
@@ -159,7 +160,8 @@ class LeaderEpochCache:
                     self.path,
                 )
             self._append(EpochEntry(epoch, start_offset))
-            self.flush()
+            if flush:
+                self.flush()
             return True
 
     def truncate_from_end(self, end_offset: int) -> None:

@@ -193,6 +193,33 @@ class PartitionLog:
             log._load(recovery_point, clean_shutdown, log_start_offset)
         return log
 
+    @classmethod
+    def create_new(
+        cls,
+        directory: Path,
+        config: LogConfig,
+        *,
+        leader_epoch: int | None = None,
+        time: Callable[[], float] = _time.time,
+    ) -> PartitionLog:
+        """A new empty log in the new, empty ``directory``, written without any fsync.
+
+        For bulk creation: the caller fsyncs each new directory once, after all
+        its files exist. A new leader's first epoch (``leader_epoch``, at offset
+        0) is kept in memory and written with the log's next flush of data;
+        until then an empty log has nothing a rebuild could get wrong.
+        """
+        directory = Path(directory)
+        log = cls(directory, config, time)
+        with log._disk_errors:
+            segment = LogSegment.create(directory, 0, config, now_ms=log._now_ms(),
+                                        sync_dir=False)
+            segment.activate()
+            log._segments, log._bases = [segment], [0]
+            if leader_epoch is not None:
+                log._epoch_cache_dirty = log._epoch_cache.assign(leader_epoch, 0, flush=False)
+        return log
+
     def _load(
         self, recovery_point: int, clean_shutdown: bool, log_start_offset: int | None
     ) -> None:
@@ -314,8 +341,11 @@ class PartitionLog:
             for _, header in segment.headers():
                 epoch = header.partition_leader_epoch
                 if header.base_offset >= offset and epoch >= 0 and epoch > cache.latest_epoch:
-                    cache.assign(epoch, header.base_offset)
-        cache.flush()
+                    cache.assign(epoch, header.base_offset, flush=False)
+        # An empty log without a checkpoint file stays without one: writing an empty
+        # file would cost two fsyncs per log at every start of thousands of replicas.
+        if cache.entries or cache.path is None or cache.path.exists():
+            cache.flush()
 
     # ================================================================= properties
 
@@ -370,6 +400,19 @@ class PartitionLog:
     def segments(self) -> list[LogSegment]:
         with self._lock:
             return list(self._segments)
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """A new leader epoch starts at ``start_offset`` (this broker became leader).
+
+        The checkpoint file is written with the next flush of data, not now: a
+        failover makes a broker leader of thousands of partitions at once, and two
+        fsyncs each would stall it for seconds. Nothing is lost in a crash: recovery
+        re-derives the epochs of every unflushed batch from its header, and an epoch
+        without data has nothing to answer for.
+        """
+        with self._lock:
+            if self._epoch_cache.assign(epoch, start_offset, flush=False):
+                self._epoch_cache_dirty = True
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
@@ -512,7 +555,8 @@ class PartitionLog:
     def _flush(self, now_ms: int) -> None:
         self._settle_syncs(wait=True)  # older segments were fsynced after they were sealed
         self._segments[-1].flush()
-        if self._epoch_cache_dirty:
+        # An empty log's first epoch needs no file: a restart rebuilds the same (nothing).
+        if self._epoch_cache_dirty and self.log_end_offset > self.log_start_offset:
             self._epoch_cache.flush()
             self._epoch_cache_dirty = False
         self._recovery_point = self.log_end_offset
@@ -777,7 +821,10 @@ class PartitionLog:
         with self._lock, self._disk_errors:
             if self._closed:
                 return
-            self._flush(self._now_ms())
+            # A log that never held a byte has nothing to sync: closing thousands of
+            # idle partitions would otherwise cost an fsync each.
+            if self.log_end_offset or self._segments[-1].size:
+                self._flush(self._now_ms())
             for segment in self._segments:
                 segment.close()
             self._closed = True

@@ -20,6 +20,8 @@ import threading
 import time as _time
 import uuid
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from slog.core.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
@@ -27,6 +29,7 @@ from slog.core.errors import InvalidTopicError, StorageError
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.names import (
+    DATA_DIR_MODE,
     ensure_inside,
     make_private_dir,
     parse_partition_dir_name,
@@ -37,10 +40,21 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 DELETE_SUFFIX = "-delete"
+# Logs opened (after a crash: recovered) at once at start-up.
+LOAD_THREADS = 8
 
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class NewLog:
+    """What :meth:`LogManager.create_logs` needs to create one log."""
+
+    config: LogConfig
+    leader_epoch: int | None = None  # this broker leads it from offset 0 at this epoch
+    prepare: Callable[[Path], None] | None = None  # writes more files into the new directory
 
 
 class LogManager:
@@ -79,18 +93,26 @@ class LogManager:
         if not clean and any(self.logs_dir.iterdir()):
             logger.warning("%s: no clean-shutdown marker; recovering unflushed data", self.logs_dir)
         with self._lock:
+            found = {}
             for entry in sorted(self.logs_dir.iterdir()):
                 key = self._partition_of(entry)
-                if key is None or key in self._logs:
-                    continue
-                self._logs[key] = PartitionLog.open(
-                    entry,
+                if key is not None and key not in self._logs:
+                    found[key] = entry
+
+            def open_log(key: TopicPartition) -> PartitionLog:
+                return PartitionLog.open(
+                    found[key],
                     configs.get(key[0], self.default_config),
                     recovery_point=recovery_points.get(key, 0),
                     clean_shutdown=clean,
                     time=self._time,
                     log_start_offset=log_starts.get(key),
                 )
+
+            # Opening waits on the file system (listing, mapping; after a crash,
+            # fsyncs), which runs in parallel: Kafka's num.recovery.threads.per.data.dir.
+            with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="log-load") as pool:
+                self._logs.update(zip(found, pool.map(open_log, found), strict=True))
             # From now on a crash must be detectable: drop the marker.
             if clean:
                 self._clean_shutdown_file.unlink(missing_ok=True)
@@ -146,6 +168,45 @@ class LogManager:
             )
             self._logs[(topic, partition)] = log
             return log
+
+    def create_logs(
+        self, wanted: Mapping[TopicPartition, NewLog]
+    ) -> dict[TopicPartition, PartitionLog]:
+        """Create many new, empty logs at once; returns those it created.
+
+        Meant for a worker thread: a topic of thousands of partitions costs one
+        fsync per new log directory (its files' names) plus one of ``logs_dir``
+        (the directories' names), not several fsyncs per file. Logs already open,
+        or whose directory exists on disk (a crash mid-creation), are left out:
+        :meth:`get_or_create` opens and recovers those the ordinary way.
+        """
+        created: dict[TopicPartition, PartitionLog] = {}
+        try:
+            for key, spec in wanted.items():
+                if self.get(*key) is not None:
+                    continue
+                path = self._partition_path(*key)
+                try:
+                    os.mkdir(path, DATA_DIR_MODE)
+                except FileExistsError:
+                    continue
+                log = PartitionLog.create_new(path, spec.config, leader_epoch=spec.leader_epoch,
+                                              time=self._time)
+                created[key] = log
+                if spec.prepare is not None:
+                    spec.prepare(path)
+            for log in created.values():
+                fsync_dir(log.directory)
+            if created:
+                fsync_dir(self.logs_dir)
+        except OSError as exc:
+            for log in created.values():
+                log.close()
+            raise StorageError(f"cannot create logs in {self.logs_dir}: {exc.strerror}") from exc
+        with self._lock:
+            for key, log in created.items():
+                self._logs.setdefault(key, log)
+        return created
 
     def _partition_path(self, topic: str, partition: int) -> Path:
         return ensure_inside(self.logs_dir, self.logs_dir / partition_dir_name(topic, partition))

@@ -25,6 +25,11 @@ Records are plain dicts (JSON in the log) with a ``type`` key:
 
 Every record also carries ``controller_epoch`` (stale controllers are ignored)
 and ``ts`` (milliseconds).
+
+Besides the image itself, applying records accumulates a :class:`MetadataDelta`
+(KRaft's MetadataDelta idea): which partitions, topics and brokers the records
+touched. Brokers act on the delta, so the cost of a metadata change follows the
+change, not the number of partitions in the cluster.
 """
 
 from __future__ import annotations
@@ -131,6 +136,25 @@ class TopicImage:
 
 
 @dataclass
+class MetadataDelta:
+    """What applied records changed since the delta was last taken.
+
+    ``partitions``: partition records applied (new or changed state);
+    ``topics``: topics created, deleted or whose configs changed (every partition
+    of such a topic is affected); ``brokers``: registrations or fencing changed;
+    ``broker_configs``: dynamic broker configs changed (may touch every log).
+    """
+
+    partitions: set[tuple[str, int]] = field(default_factory=set)
+    topics: set[str] = field(default_factory=set)
+    brokers: set[int] = field(default_factory=set)
+    broker_configs: bool = False
+
+    def __bool__(self) -> bool:
+        return bool(self.partitions or self.topics or self.brokers or self.broker_configs)
+
+
+@dataclass
 class MetadataImage:
     """Everything the metadata log says, as of ``offset`` (last applied record + 1)."""
 
@@ -143,6 +167,16 @@ class MetadataImage:
     acls: set[AclBinding] = field(default_factory=set)
     # Dynamic broker configs: broker id -> {key: value}; None is the cluster default.
     broker_configs: dict[int | None, dict[str, str]] = field(default_factory=dict)
+    # Indexes kept by the appliers, so the controller's periodic checks visit only
+    # the partitions concerned: leaderless ones, and ones being reassigned.
+    offline: set[tuple[str, int]] = field(default_factory=set, compare=False, repr=False)
+    reassigning: set[tuple[str, int]] = field(default_factory=set, compare=False, repr=False)
+    delta: MetadataDelta = field(default_factory=MetadataDelta, compare=False, repr=False)
+
+    def take_delta(self) -> MetadataDelta:
+        """What changed since the last call; starts a new, empty delta."""
+        delta, self.delta = self.delta, MetadataDelta()
+        return delta
 
     def apply(self, record: Mapping[str, Any], offset: int | None = None) -> bool:
         """Apply one record; returns False when it was ignored as stale."""
@@ -188,6 +222,11 @@ class MetadataImage:
             if broker_id in p.replicas
         ]
 
+    def partitions_in(self, keys: Iterable[tuple[str, int]]) -> list[PartitionState]:
+        """The states of those of ``keys`` that still exist."""
+        found = (self.partition(topic, number) for topic, number in keys)
+        return [state for state in found if state is not None]
+
     def all_partitions(self) -> list[PartitionState]:
         return [p for t in self.topics.values() for p in t.partitions.values()]
 
@@ -207,6 +246,7 @@ def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
         endpoints=tuple(Endpoint.from_record(e) for e in record.get("endpoints", ())),
     )
     image.brokers[reg.broker_id] = reg
+    image.delta.brokers.add(reg.broker_id)
 
 
 def _apply_broker_fence(image: MetadataImage, record: Mapping[str, Any]) -> None:
@@ -214,13 +254,17 @@ def _apply_broker_fence(image: MetadataImage, record: Mapping[str, Any]) -> None
     current = image.brokers.get(broker_id)
     if current is not None:
         image.brokers[broker_id] = replace(current, fenced=bool(record["fenced"]))
+        image.delta.brokers.add(broker_id)
 
 
 def _apply_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
     name = record["name"]
+    if name in image.topics:
+        _forget_partitions(image, name)
     image.topics[name] = TopicImage(
         name=name, topic_id=record["topic_id"], configs=dict(record.get("configs", {}))
     )
+    image.delta.topics.add(name)
 
 
 def _apply_partition(image: MetadataImage, record: Mapping[str, Any]) -> None:
@@ -229,6 +273,23 @@ def _apply_partition(image: MetadataImage, record: Mapping[str, Any]) -> None:
         return
     state = PartitionState.from_record(record)
     topic.partitions[state.partition] = state
+    key = (state.topic, state.partition)
+    image.delta.partitions.add(key)
+    _index(image.offline, key, state.is_offline)
+    _index(image.reassigning, key, bool(state.adding or state.removing))
+
+
+def _index(index: set[tuple[str, int]], key: tuple[str, int], member: bool) -> None:
+    if member:
+        index.add(key)
+    else:
+        index.discard(key)
+
+
+def _forget_partitions(image: MetadataImage, name: str) -> None:
+    for number in image.topics[name].partitions:
+        image.offline.discard((name, number))
+        image.reassigning.discard((name, number))
 
 
 def _apply_topic_config(image: MetadataImage, record: Mapping[str, Any]) -> None:
@@ -240,6 +301,7 @@ def _apply_topic_config(image: MetadataImage, record: Mapping[str, Any]) -> None
             topic.configs.pop(key, None)
         else:
             topic.configs[key] = str(value)
+    image.delta.topics.add(topic.name)
 
 
 def _apply_broker_config(image: MetadataImage, record: Mapping[str, Any]) -> None:
@@ -253,10 +315,15 @@ def _apply_broker_config(image: MetadataImage, record: Mapping[str, Any]) -> Non
             configs[name] = str(value)
     if not configs:
         del image.broker_configs[key]
+    image.delta.broker_configs = True
 
 
 def _apply_remove_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    image.topics.pop(record["name"], None)
+    name = record["name"]
+    if name in image.topics:
+        _forget_partitions(image, name)
+        del image.topics[name]
+        image.delta.topics.add(name)
 
 
 def _apply_producer_ids(image: MetadataImage, record: Mapping[str, Any]) -> None:

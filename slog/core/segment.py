@@ -122,9 +122,13 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int
+        cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
+        sync_dir: bool = True,
     ) -> LogSegment:
-        """A new empty active segment; stale files with the same name are replaced."""
+        """A new empty active segment; stale files with the same name are replaced.
+
+        ``sync_dir=False``: the caller fsyncs ``directory`` (bulk creation does it
+        once for all the files of a new log)."""
         stem = directory / segment_file_stem(base_offset)
         for suffix in SEGMENT_SUFFIXES:
             stem.with_suffix(suffix).unlink(missing_ok=True)
@@ -136,7 +140,8 @@ class LogSegment:
             raise
         segment._fd = fd
         segment._indexes_missing = False
-        fsync_dir(directory)
+        if sync_dir:
+            fsync_dir(directory)
         return segment
 
     @classmethod
@@ -545,7 +550,8 @@ class LogSegment:
         self.offset_index.trim()
         self.time_index.trim()
         self._indexes_missing = False
-        self.flush()
+        if position:  # no valid byte: nothing to make durable (a lost cut is redone)
+            self.flush()
         return RecoveryResult(position, garbage, self._next_offset, reason if garbage else None)
 
     def _scan_valid(

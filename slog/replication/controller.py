@@ -103,6 +103,7 @@ class Controller:
         self._on_write = on_write
         self.epoch = 0
         self.shutting_down: set[int] = set()  # may not rejoin an ISR until they restart
+        self._live_at_last_election: set[int] | None = None
         self._next_leader_check = time.monotonic() + \
             config.get_int("leader.imbalance.check.interval.seconds")
 
@@ -188,16 +189,26 @@ class Controller:
         self._write(records)
 
     def elect_offline_partitions(self) -> int:
-        """Give leaderless partitions a leader where Kafka's rules allow one."""
+        """Give leaderless partitions a leader where Kafka's rules allow one.
+
+        Runs every tick, so it visits only the leaderless partitions the image
+        indexes, unless the set of live brokers changed since the last visit (then
+        a leader may be dead without its partitions saying so: all of them).
+        """
         live = set(self._live_broker_ids())
+        if live == self._live_at_last_election:
+            candidates = self.image.partitions_in(sorted(self.image.offline))
+        else:
+            candidates = self.image.all_partitions()
         records = []
-        for state in self.image.all_partitions():
+        for state in candidates:
             changed = elections.elect_offline(state, live, self._unclean_allowed(state.topic))
             if changed is not None:
                 records.append(changed.to_record())
                 self._log_change(state, changed)
         if records:
             self._write(records)
+        self._live_at_last_election = live
         return len(records)
 
     def _unclean_allowed(self, topic: str) -> bool:
@@ -326,7 +337,8 @@ class Controller:
     def maintain_reassignments(self) -> None:
         """Controller tick: take the next step of every reassignment that can move."""
         live = set(self._live_broker_ids())
-        self._write_steps([(s, after) for s in self.image.all_partitions()
+        moving = self.image.partitions_in(sorted(self.image.reassigning))
+        self._write_steps([(s, after) for s in moving
                            if (after := reassignment.advance(s, live)) is not None])
 
     def maybe_rebalance_leaders(self, now: float) -> None:
@@ -550,6 +562,6 @@ class Controller:
 
 def _too_many_partitions() -> ControllerError:
     return ControllerError(
-        "policy_violation",
+        ErrorCode.policy_violation,
         f"a request may add at most {MAX_PARTITIONS_PER_REQUEST} partitions",
     )

@@ -107,7 +107,7 @@ class Partition:
         self.fenced_replicas = frozenset(fenced)
         if newly:
             self.pending_additions = frozenset()
-            self.log.leader_epoch_cache.assign(state.leader_epoch, self.log.log_end_offset)
+            self.log.assign_leader_epoch(state.leader_epoch, self.log.log_end_offset)
             self.followers = {r: FollowerState() for r in state.replicas if r != self.broker_id}
         else:
             for replica in state.replicas:

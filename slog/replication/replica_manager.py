@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
 from slog.core.config import BrokerConfig
+from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
-from slog.core.log_manager import LogManager
-from slog.core.metadata import MetadataImage, PartitionState
+from slog.core.log_manager import LogManager, NewLog
+from slog.core.metadata import MetadataDelta, MetadataImage, PartitionState
 from slog.replication.partition import Partition
 from slog.replication.replica_fetcher import ReplicaFetcherManager
 
@@ -31,6 +33,12 @@ TopicPartition = tuple[str, int]
 AlterIsr = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
 LeadershipListener = Callable[[str, int, bool], None]
 ISR_CHECK_INTERVAL_S = 0.25
+# Up to this many new replicas are created on the event loop (cheaper than a thread
+# hop, and a small topic is served as soon as its metadata is applied); more go to a
+# worker thread so that a topic of thousands of partitions does not stall the broker.
+INLINE_CREATE_MAX = 16
+# New replicas taking their roles between two turns of the event loop.
+ROLE_SLICE = 500
 
 
 PARTITION_METADATA = "partition.metadata"
@@ -46,7 +54,7 @@ def read_topic_id(directory: Path) -> str | None:
     return found.get("topic_id") or None
 
 
-def write_topic_id(directory: Path, topic_id: str) -> None:
+def write_topic_id(directory: Path, *, topic_id: str) -> None:
     """Written once per new log, atomically but without an fsync (a topic with
     thousands of partitions would wait for as many): a file lost in a crash only
     means that log is adopted by the next topic of its name, as before."""
@@ -68,12 +76,22 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(self.broker_id, self.notify)
         # Told (topic, partition, is_leader) whenever this broker's role changes.
         self.leadership_listeners: list[LeadershipListener] = []
+        self._log_configs: dict[str, LogConfig] = {}  # per topic, dropped when it changes
+        self._follow: dict[TopicPartition, tuple[Partition, int, tuple[str, int]]] = {}
+        self._fetchers_stale = False
+        self._creating: set[TopicPartition] = set()  # logs a worker thread is creating
+        self._role_tasks: set[asyncio.Task[None]] = set()
 
     # -- metadata ---------------------------------------------------------------
     def log_config_for(self, topic: str) -> LogConfig:
-        overrides = self._image.topics[topic].configs if self._image and topic in \
-            self._image.topics else {}
-        return LogConfig.from_topic_configs(self.config.topic_values(overrides))
+        """The topic's log settings, built once per topic and metadata change."""
+        config = self._log_configs.get(topic)
+        if config is None:
+            overrides = self._image.topics[topic].configs if self._image and topic in \
+                self._image.topics else {}
+            config = LogConfig.from_topic_configs(self.config.topic_values(overrides))
+            self._log_configs[topic] = config
+        return config
 
     def topic_setting(self, topic: str, name: str) -> str:
         overrides = {}
@@ -81,42 +99,170 @@ class ReplicaManager:
             overrides = self._image.topics[topic].configs
         return self.config.topic_values(overrides)[name]
 
-    def apply_image(self, image: MetadataImage) -> None:
-        """Bring local replicas in line with ``image`` (idempotent)."""
+    def apply_image(self, image: MetadataImage, delta: MetadataDelta | None = None) -> None:
+        """Bring local replicas in line with ``image``.
+
+        With ``delta`` only the partitions it touched are visited (and, for a
+        broker whose registration or fencing changed, the partitions it leads or
+        follows here); without one, every partition (the first apply, after
+        start-up). New replicas' logs are created in bulk on a worker thread when
+        there are many (:data:`INLINE_CREATE_MAX`): the event loop keeps serving,
+        and each becomes leader or follower once its files exist.
+        """
+        first = self._image is None
         self._image = image
-        wanted: dict[TopicPartition, PartitionState] = {
-            (p.topic, p.partition): p
-            for p in image.all_partitions()
-            if self.broker_id in p.replicas
-        }
-        for key in [k for k in self.partitions if k not in wanted]:
-            self._remove(key)
-        self._remove_orphan_logs(wanted)
-        follow = {}
+        if delta is None or first or delta.broker_configs:
+            self._log_configs.clear()
+            keys = {(p.topic, p.partition) for p in image.all_partitions()} | set(self.partitions)
+        else:
+            for topic in delta.topics:
+                self._log_configs.pop(topic, None)
+            keys = self._affected(image, delta)
+        if first:
+            self._remove_orphan_logs(image)
         fenced = frozenset(b.broker_id for b in image.brokers.values() if b.fenced)
-        for key, state in wanted.items():
+        new: dict[TopicPartition, PartitionState] = {}
+        for key in keys:
+            if key in self._creating:
+                continue  # settled with the then-current image when its files exist
+            state = image.partition(*key)
+            if state is None or self.broker_id not in state.replicas:
+                if key in self.partitions:
+                    self._remove(key)
+                continue
             topic_id = image.topics[key[0]].topic_id
             partition = self.partitions.get(key)
             if partition is not None and partition.topic_id != topic_id:
                 self._remove(key)  # deleted and created again under the same name
                 partition = None
+            if partition is None and self.log_manager.get(*key) is None:
+                new[key] = state
+                continue
             if partition is None:
                 partition = self._open(key, topic_id)
             else:
                 partition.log.update_config(self.log_config_for(key[0]))
-            was_leader = partition.is_leader
-            if state.leader == self.broker_id:
-                partition.become_leader(state, fenced)
-            else:
-                partition.become_follower(state)
-                leader = image.brokers.get(state.leader)
-                if leader is not None and not leader.fenced:
-                    follow[key] = (partition, leader.broker_id, (leader.host, leader.port))
-            if was_leader != partition.is_leader:
-                for listener in self.leadership_listeners:
-                    listener(key[0], key[1], partition.is_leader)
-        self.fetchers.assign(follow)
+            self._take_role(key, partition, state, image, fenced)
+        if new:
+            self._create(new, image)
+        self._assign_fetchers()
         self.notify()
+
+    def _affected(self, image: MetadataImage, delta: MetadataDelta) -> set[TopicPartition]:
+        """The partitions ``delta`` may change here."""
+        keys = set(delta.partitions)
+        for topic in delta.topics:
+            found = image.topics.get(topic)
+            if found is not None:
+                keys.update((topic, number) for number in found.partitions)
+            keys.update(k for k in self.partitions if k[0] == topic)
+        if delta.brokers:
+            # A follower's leader moved address or was fenced; a leader's follower was
+            # fenced (become_leader forgets what it fetched before).
+            keys.update(key for key, partition in self.partitions.items()
+                        if partition.state is not None and
+                        not delta.brokers.isdisjoint(partition.state.replicas))
+        return keys
+
+    def _take_role(self, key: TopicPartition, partition: Partition, state: PartitionState,
+                   image: MetadataImage, fenced: frozenset[int]) -> None:
+        was_leader = partition.is_leader
+        before = self._follow.pop(key, None)
+        if state.leader == self.broker_id:
+            partition.become_leader(state, fenced)
+        else:
+            partition.become_follower(state)
+            leader = image.brokers.get(state.leader)
+            if leader is not None and not leader.fenced:
+                self._follow[key] = (partition, leader.broker_id, (leader.host, leader.port))
+        if self._follow.get(key) != before:
+            self._fetchers_stale = True
+        if was_leader != partition.is_leader:
+            for listener in self.leadership_listeners:
+                listener(key[0], key[1], partition.is_leader)
+
+    def _assign_fetchers(self) -> None:
+        if self._fetchers_stale:
+            self._fetchers_stale = False
+            self.fetchers.assign(dict(self._follow))
+
+    def _create(self, states: dict[TopicPartition, PartitionState], image: MetadataImage) -> None:
+        """Create new replicas' logs: inline when few, else on a worker thread."""
+        topic_ids = {key: image.topics[key[0]].topic_id for key in states}
+        specs = {}
+        for key, state in states.items():
+            epoch = state.leader_epoch if state.leader == self.broker_id else None
+            specs[key] = NewLog(self.log_config_for(key[0]), epoch,
+                                functools.partial(write_topic_id, topic_id=topic_ids[key]))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None or len(specs) <= INLINE_CREATE_MAX:
+            self._created(topic_ids, self.log_manager.create_logs(specs))
+            return
+        self._creating.update(specs)
+        log.info("creating %d replica logs in the background", len(specs))
+        future = loop.run_in_executor(None, self.log_manager.create_logs, specs)
+        future.add_done_callback(functools.partial(self._creation_done, topic_ids))
+
+    def _creation_done(self, topic_ids: dict[TopicPartition, str],
+                       future: asyncio.Future[dict[TopicPartition, PartitionLog]]) -> None:
+        if future.cancelled() or future.exception() is not None:
+            self._creating.difference_update(topic_ids)
+            if not future.cancelled():
+                # Those created so far are registered; the rest are retried by the
+                # next change of their partitions, or at restart.
+                log.error("creating %d replica logs failed", len(topic_ids),
+                          exc_info=future.exception())
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._take_roles_of_created(topic_ids, future.result()))
+        self._role_tasks.add(task)
+        task.add_done_callback(self._role_tasks.discard)
+
+    async def _take_roles_of_created(self, topic_ids: dict[TopicPartition, str],
+                                     logs: dict[TopicPartition, PartitionLog]) -> None:
+        """Make the new logs replicas a slice at a time, so that requests are
+        served in between even when a request created thousands."""
+        keys = list(topic_ids)
+        for start in range(0, len(keys), ROLE_SLICE):
+            chunk = {key: topic_ids[key] for key in keys[start:start + ROLE_SLICE]}
+            self._creating.difference_update(chunk)
+            self._created(chunk, {key: logs[key] for key in chunk if key in logs})
+            self._assign_fetchers()
+            self.notify()
+            await asyncio.sleep(0)
+
+    def _created(self, topic_ids: dict[TopicPartition, str],
+                 logs: dict[TopicPartition, PartitionLog]) -> None:
+        """Make replicas of new logs, with the image as it is now (it may have moved
+        on while a worker thread was creating the files)."""
+        image = self._image
+        assert image is not None
+        fenced = frozenset(b.broker_id for b in image.brokers.values() if b.fenced)
+        recreated = set()
+        for key, topic_id in topic_ids.items():
+            state = image.partition(*key)
+            here = state is not None and self.broker_id in state.replicas
+            if not here or image.topics[key[0]].topic_id != topic_id:
+                if key in logs:
+                    self.log_manager.delete(*key)  # deleted or moved away meanwhile
+                if here:
+                    recreated.add(key)  # deleted and created again meanwhile
+                continue
+            assert state is not None
+            if key in self.partitions:
+                continue
+            if key in logs:
+                partition = Partition(key[0], key[1], logs[key], self.broker_id)
+                partition.topic_id = topic_id
+                self.partitions[key] = partition
+            else:  # its directory was on disk already
+                partition = self._open(key, topic_id)
+            self._take_role(key, partition, state, image, fenced)
+        if recreated:
+            self.apply_image(image, MetadataDelta(partitions=recreated))
 
     def _open(self, key: TopicPartition, topic_id: str) -> Partition:
         """Open (or create) a replica's log, never one left by an older same-named topic.
@@ -137,7 +283,7 @@ class ReplicaManager:
             plog = self.log_manager.get_or_create(topic, number, self.log_config_for(topic))
             stored = None
         if stored is None:
-            write_topic_id(plog.directory, topic_id)
+            write_topic_id(plog.directory, topic_id=topic_id)
         partition = Partition(topic, number, plog, self.broker_id)
         partition.topic_id = topic_id
         self.partitions[key] = partition
@@ -145,12 +291,14 @@ class ReplicaManager:
 
     def _remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
+        if self._follow.pop(key, None) is not None:
+            self._fetchers_stale = True
         self.log_manager.delete(*key)
         log.info("deleted replica %s-%d", *key)
 
-    def _remove_orphan_logs(self, wanted: Iterable[TopicPartition]) -> None:
+    def _remove_orphan_logs(self, image: MetadataImage) -> None:
         """Logs on disk for partitions the image no longer places here (deleted while down)."""
-        keep = set(wanted)
+        keep = {(p.topic, p.partition) for p in image.partitions_of(self.broker_id)}
         for plog_key in [k for k in self.log_manager.all_logs() if k not in keep]:
             self.log_manager.delete(*plog_key)
             log.info("deleted stale replica %s-%d found on disk", *plog_key)
@@ -190,6 +338,8 @@ class ReplicaManager:
                     partition.isr_change_in_flight = False
 
     async def shutdown(self) -> None:
+        for task in list(self._role_tasks):
+            task.cancel()
         await self.fetchers.shutdown()
         self.partitions.clear()
         self.log_manager.shutdown()

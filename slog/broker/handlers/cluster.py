@@ -54,8 +54,7 @@ def listener_of(ctx: RequestContext) -> str | None:
     return ctx.session.listener if ctx.session is not None else None
 
 
-def _partition_entry(image: MetadataImage, state: PartitionState) -> dict[str, Any]:
-    live = {b.broker_id for b in image.live_brokers()}
+def _partition_entry(state: PartitionState, live: frozenset[int]) -> dict[str, Any]:
     return {
         "error_code": LEADER_NOT_AVAILABLE if state.is_offline else NONE,
         "partition_index": state.partition,
@@ -67,14 +66,20 @@ def _partition_entry(image: MetadataImage, state: PartitionState) -> dict[str, A
     }
 
 
-def topic_entry(image: MetadataImage, name: str) -> dict[str, Any]:
+def live_broker_ids(image: MetadataImage) -> frozenset[int]:
+    return frozenset(b.broker_id for b in image.live_brokers())
+
+
+def topic_entry(image: MetadataImage, name: str,
+                live: frozenset[int] | None = None) -> dict[str, Any]:
     topic = image.topics[name]
+    live = live_broker_ids(image) if live is None else live
     return {
         "error_code": NONE,
         "name": name,
         "topic_id": topic.topic_id,
         "is_internal": name in INTERNAL_TOPICS,
-        "partitions": [_partition_entry(image, p) for _, p in sorted(topic.partitions.items())],
+        "partitions": [_partition_entry(p, live) for _, p in sorted(topic.partitions.items())],
     }
 
 
@@ -127,12 +132,13 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     created = dict(zip(creatable, await asyncio.gather(*map(partial(_auto_create, ctx),
                                                               creatable)), strict=True))
     image = broker.image
+    live = live_broker_ids(image)
     topics = []
     for name in names:
         if not describable[name]:
             topics.append(_missing_topic(name, TOPIC_DENIED))
         elif name in image.topics:
-            topics.append(topic_entry(image, name))
+            topics.append(broker.metadata_cache.topic(image, name, ctx.version, live))
         else:
             error = created.get(name, UNKNOWN_TOPIC)
             topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
