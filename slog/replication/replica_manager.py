@@ -206,6 +206,12 @@ class ReplicaManager:
         future = loop.run_in_executor(None, self.log_manager.create_logs, specs)
         future.add_done_callback(functools.partial(self._creation_done, topic_ids))
 
+    async def settled(self, poll_s: float = 0.02) -> None:
+        """Wait until every replica the image gave us exists and has its role (the
+        logs a worker thread creates, and their role slices, included)."""
+        while self._creating or self._role_tasks:
+            await asyncio.sleep(poll_s)
+
     def _creation_done(self, topic_ids: dict[TopicPartition, str],
                        future: asyncio.Future[dict[TopicPartition, PartitionLog]]) -> None:
         if future.cancelled() or future.exception() is not None:
