@@ -19,10 +19,13 @@ import pytest
 from slog.broker.daemon import start_daemon
 from slog.broker.liveness import HEARTBEAT_INTERVAL_S
 from slog.client import Admin, NewTopic
-from tests.cluster.conftest import FAST, Cluster, wait_until
+from tests.cluster.conftest import Cluster, wait_until
 
 PARTITIONS = 1000
-SESSION_TIMEOUT_S = int(FAST["broker.session.timeout.ms"]) / 1000
+# Shorter than the cluster tests' FAST timeout: restarting with PARTITIONS replicas
+# takes about a second now, and the busy spell must outlast the timeout to prove anything.
+SESSION_TIMEOUT_MS = 800
+SESSION_TIMEOUT_S = SESSION_TIMEOUT_MS / 1000
 BUSY_WAIT_S = 240.0  # a 2-core machine shared with other test runs
 
 
@@ -40,6 +43,7 @@ def caught_up_seconds(cluster: Cluster, broker_id: int) -> list[float]:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.broker_config({"broker.session.timeout.ms": str(SESSION_TIMEOUT_MS)})
 def test_busy_brokers_stay_registered_paused_and_killed_ones_are_fenced(cluster: Cluster
                                                                          ) -> None:
     # 1. every broker creates PARTITIONS replicas at once: all event loops busy
@@ -86,13 +90,15 @@ def test_busy_brokers_stay_registered_paused_and_killed_ones_are_fenced(cluster:
     cluster.resume(paused)
     cluster.wait_registered([paused], timeout_s=BUSY_WAIT_S)
 
-    # 4. kill -9: the lock probe sees it at once, well inside the session timeout
+    # 4. kill -9: the lock probe sees it at once, whatever the session timeout
     before = len(fencings(cluster))
     cluster.kill(victim)
     killed_at = time.monotonic()
     cluster.wait_fenced(victim, timeout_s=30)
     seen_after_s = time.monotonic() - killed_at
     cluster.step(f"killed broker {victim} fenced after {seen_after_s:.2f} s")
-    assert seen_after_s < SESSION_TIMEOUT_S
+    # The reason below proves the lock probe saw it, not an expired heartbeat; the time
+    # is a controller tick or a few on a loaded machine, far below Kafka's 9 s default.
+    assert seen_after_s < 3.0
     assert fencings(cluster)[before:] == \
         [f"fencing broker {victim}: alive.lock is free: the process is gone"]
