@@ -187,9 +187,12 @@ class ReplicaManager:
         lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         while True:
             await asyncio.sleep(ISR_CHECK_INTERVAL_S)
-            proposals = self.due_isr_changes(lag_max_ms, time.monotonic() * 1000)
-            if proposals:
-                await self._propose_isrs(alter, proposals)
+            try:
+                proposals = self.due_isr_changes(lag_max_ms, time.monotonic() * 1000)
+                if proposals:
+                    await self._propose_isrs(alter, proposals)
+            except Exception:  # a bad tick must not stop ISR maintenance for good
+                log.exception("ISR check failed")
 
     def due_isr_changes(self, lag_max_ms: float, now_ms: float) -> list[IsrProposal]:
         """The ISR changes wanted now, looking only at partitions due for a check.
@@ -224,6 +227,9 @@ class ReplicaManager:
             outcomes: Sequence[Exception | None] = await alter(proposals)
         except Exception as exc:  # the controller unreachable: every proposal failed
             outcomes = [exc] * len(proposals)
+        if len(outcomes) != len(proposals):
+            outcomes = [RuntimeError("AlterPartition answered another partition count")] * \
+                len(proposals)
         retry_at = (time.monotonic() + ISR_CHECK_INTERVAL_S) * 1000
         for (partition, wanted), outcome in zip(proposals, outcomes, strict=True):
             partition.isr_change_in_flight = False
