@@ -10,7 +10,9 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from slog.broker import liveness
 from slog.broker.controller_channel import ControllerChannel
@@ -40,8 +42,9 @@ from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
+from slog.protocol.errors import ErrorCode
 from slog.replication.broker_channel import use_sasl_login
-from slog.replication.controller import BrokerStatus, Controller
+from slog.replication.controller import BrokerStatus, Controller, ControllerError, IsrChange
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
 from slog.replication.throttle import ReplicationThrottle
@@ -242,24 +245,40 @@ class Broker:
                 log.exception("controller tick failed")
             await asyncio.sleep(CONTROLLER_POLL_S)
 
-    async def alter_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """Send a leader's ISR proposal to the controller (AlterPartition)."""
-        assert partition.state is not None
-        state = partition.state
+    async def alter_isr(self, proposals: Sequence[tuple[Partition, tuple[int, ...]]]
+                        ) -> list[Exception | None]:
+        """Send a leader's ISR proposals to the controller, all in one AlterPartition.
+        Returns each proposal's refusal, or None where it was accepted."""
+        changes = [IsrChange(p.state.topic, p.state.partition, p.state.leader_epoch,
+                             p.state.partition_epoch, isr)
+                   for p, isr in proposals if p.state is not None]
+        if len(changes) != len(proposals):
+            raise ValueError("ISR proposal for a partition without state")
         if self.controller is not None:
-            self.controller.alter_partition(self.broker_id, state.topic, state.partition,
-                                            state.leader_epoch, state.partition_epoch, isr)
-            return
-        topic_id = self.image.topics[state.topic].topic_id
+            outcomes = self.controller.alter_partitions(self.broker_id, changes)
+            return [o if isinstance(o, ControllerError) else None for o in outcomes]
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for change in changes:
+            topic_id = self.image.topics[change.topic].topic_id
+            by_topic.setdefault(topic_id, []).append({
+                "partition_index": change.partition, "leader_epoch": change.leader_epoch,
+                "new_isr": list(change.new_isr), "leader_recovery_state": 0,
+                "partition_epoch": change.partition_epoch})
         response = await self._isr_channel.request(ApiKey.ALTER_PARTITION, 2, {
-            "broker_id": self.broker_id, "broker_epoch": -1, "topics": [{
-                "topic_id": topic_id, "partitions": [{
-                    "partition_index": state.partition, "leader_epoch": state.leader_epoch,
-                    "new_isr": list(isr), "leader_recovery_state": 0,
-                    "partition_epoch": state.partition_epoch}]}]})
-        errors = [p.error_code for t in response.topics for p in t.partitions]
-        if response.error_code or any(errors):
-            raise ConnectionError(f"controller refused: {response.error_code} {errors}")
+            "broker_id": self.broker_id, "broker_epoch": -1, "topics": [
+                {"topic_id": topic_id, "partitions": partitions}
+                for topic_id, partitions in by_topic.items()]})
+        if response.error_code:
+            raise ConnectionError(f"controller refused: {ErrorCode(response.error_code).name}")
+        answered = {(str(t.topic_id), p.partition_index): p.error_code
+                    for t in response.topics for p in t.partitions}
+        outcomes: list[Exception | None] = []
+        for change in changes:
+            key = (self.image.topics[change.topic].topic_id, change.partition)
+            error = answered.get(key, ErrorCode.unknown_server_error)
+            outcomes.append(ConnectionError(f"controller refused: {ErrorCode(error).name}")
+                            if error else None)
+        return outcomes
 
     async def _metadata_loop(self) -> None:
         interval = self.config.get_int("metadata.poll.interval.ms") / 1000
@@ -271,7 +290,10 @@ class Broker:
             await asyncio.sleep(interval)
 
     async def _log_maintenance_loop(self) -> None:
-        """Kafka's periodic log jobs: flush.ms, recovery-point checkpoints, retention."""
+        """Kafka's periodic log jobs: flush.ms, recovery-point checkpoints, retention,
+        cleaning. Each costs what is due: flush.ms looks only at logs with a deadline,
+        retention runs every log.retention.check.interval.ms, the cleaner every
+        log.cleaner.backoff.ms over compacted logs only."""
         assert self.log_manager is not None and self.replicas is not None
         retention_every_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         checkpoint_every_s = RECOVERY_CHECKPOINT_INTERVAL_S
@@ -290,11 +312,19 @@ class Broker:
                 if now >= next_checkpoint:
                     next_checkpoint = now + checkpoint_every_s
                     self.log_manager.checkpoint_recovery_points()
-                hws = {k: p.high_watermark for k, p in self.replicas.partitions.items()}
-                await asyncio.to_thread(self.log_cleaner.maybe_clean, self.log_manager.all_logs(),
-                                        hws)
+                if self.log_cleaner.is_due():
+                    await self._clean_compacted_logs()
             except Exception:
                 log.exception("log maintenance failed")
+
+    async def _clean_compacted_logs(self) -> None:
+        """The cleaner's run, given only the compacted logs (once per its backoff)."""
+        assert self.log_manager is not None and self.replicas is not None
+        compacted = {key: plog for key, plog in self.log_manager.all_logs().items()
+                     if plog.config.compact_enabled}
+        hws = {key: p.high_watermark for key in compacted
+               if (p := self.replicas.partitions.get(key)) is not None}
+        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, hws)
 
     def start_background_tasks(self) -> None:
         assert self.replicas is not None

@@ -70,6 +70,10 @@ class LogCleaner:
         self._next_run = 0.0
         self._first_dirty: dict[Path, int] = {}  # per log directory
 
+    def is_due(self) -> bool:
+        """Whether maybe_clean would run now (lets callers skip gathering its inputs)."""
+        return self.enabled and self._time() >= self._next_run
+
     def maybe_clean(self, logs: Mapping[TopicPartition, PartitionLog],
                     high_watermarks: Mapping[TopicPartition, int]) -> int:
         """Clean every compacted log that is dirty enough, at most once per backoff.

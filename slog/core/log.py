@@ -159,6 +159,9 @@ class PartitionLog:
         self._recovery_point = 0
         self._pending_syncs: list[concurrent.futures.Future[int]] = []  # oldest first
         self._last_flush_ms = self._now_ms()
+        # Told (under this log's lock) when unflushed data gets a flush.ms deadline, so
+        # the periodic flusher looks only at logs that have one (see flush_due_ms).
+        self.flush_watch: Callable[[PartitionLog], None] | None = None
         self._closed = False
         self._disk_errors = _DiskErrors(directory)
         self._epoch_cache_dirty = False
@@ -363,6 +366,7 @@ class PartitionLog:
             self._config = config
             for segment in self._segments:
                 segment.config = config
+            self._watch_flush()  # flush.ms may be new or shorter
 
     @property
     def log_start_offset(self) -> int:
@@ -461,7 +465,8 @@ class PartitionLog:
                 plan = _AppendPlan([view], batches, len(view))
             self._maybe_roll(plan, now_ms).append(plan.chunks, plan.batches, plan.total)
             self._assign_epochs(plan.batches)
-            self._flush_if_due(now_ms)
+            if not self._flush_if_due(now_ms):
+                self._watch_flush()
             return _append_info(plan, append_time)
 
     def _check_leader_batches(self, batches: list[tuple[int, BatchHeader]]) -> None:
@@ -536,6 +541,18 @@ class PartitionLog:
             if self._closed:
                 return False
             return self._flush_if_due(self._now_ms() if now_ms is None else now_ms)
+
+    def flush_due_ms(self) -> int | None:
+        """When flush.ms next requires a flush: None without flush.ms or unflushed data."""
+        with self._lock:
+            if self._config.flush_ms is None or self._closed or \
+                    self.log_end_offset <= self._recovery_point:
+                return None
+            return self._last_flush_ms + self._config.flush_ms
+
+    def _watch_flush(self) -> None:
+        if self.flush_watch is not None and self._config.flush_ms is not None:
+            self.flush_watch(self)
 
     def _flush_if_due(self, now_ms: int) -> bool:
         self._settle_syncs(wait=False)

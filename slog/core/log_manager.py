@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slog.core.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
+from slog.core.due import DueSchedule
 from slog.core.errors import InvalidTopicError, StorageError
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
@@ -71,6 +72,9 @@ class LogManager:
         self.default_config = default_config
         self._time = time
         self._lock = threading.RLock()
+        # Logs with unflushed data and a flush.ms deadline (see flush_dirty_logs).
+        self._flush_due: DueSchedule[PartitionLog] = DueSchedule()
+        self._flush_lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         parent = self.logs_dir.parent
         self._recovery_points = OffsetCheckpointFile(parent / RECOVERY_POINT_CHECKPOINT)
@@ -113,6 +117,8 @@ class LogManager:
             # fsyncs), which runs in parallel: Kafka's num.recovery.threads.per.data.dir.
             with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="log-load") as pool:
                 self._logs.update(zip(found, pool.map(open_log, found), strict=True))
+            for key in found:
+                self._logs[key].flush_watch = self._schedule_flush
             # From now on a crash must be detectable: drop the marker.
             if clean:
                 self._clean_shutdown_file.unlink(missing_ok=True)
@@ -166,6 +172,7 @@ class LogManager:
             log = PartitionLog.open(
                 path, config or self.default_config, clean_shutdown=not existed, time=self._time
             )
+            log.flush_watch = self._schedule_flush
             self._logs[(topic, partition)] = log
             return log
 
@@ -205,6 +212,7 @@ class LogManager:
             raise StorageError(f"cannot create logs in {self.logs_dir}: {exc.strerror}") from exc
         with self._lock:
             for key, log in created.items():
+                log.flush_watch = self._schedule_flush
                 self._logs.setdefault(key, log)
         return created
 
@@ -249,9 +257,25 @@ class LogManager:
         )
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> None:
-        """Flush the logs whose flush.ms or flush.messages is due."""
-        for log in self.all_logs().values():
+        """Flush the logs whose flush.ms is due (flush.messages is applied on append).
+
+        Only logs that told us of a flush.ms deadline are looked at: with the
+        default (no flush.ms) this costs nothing whatever the number of logs.
+        """
+        now = self._time() * 1000 if now_ms is None else now_ms
+        with self._flush_lock:
+            due = self._flush_due.pop_due(now)
+        for log in due:
             log.maybe_flush(now_ms)
+            self._schedule_flush(log)  # flush.ms not reached yet, or new data since
+
+    def _schedule_flush(self, log: PartitionLog) -> None:
+        """``PartitionLog.flush_watch``: called under the log's lock, on any thread."""
+        at = log.flush_due_ms()
+        if at is None:
+            return
+        with self._flush_lock:
+            self._flush_due.schedule(log, at)
 
     def flush_all(self) -> None:
         for log in self.all_logs().values():

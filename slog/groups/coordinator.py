@@ -30,6 +30,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE
+from slog.core.due import DueSchedule
 from slog.groups.group import GroupMetadata, GroupState, GroupSummary
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import (
@@ -82,6 +83,10 @@ class GroupCoordinator:
         self._clock = clock
         self._wall = wall
         self._next_retention_check = clock() + config.offsets_retention_check_ms
+        # Groups by when expire() must look at them next: the earliest of their
+        # member, pending-member, join and sync deadlines, or at once after a request
+        # touched them. Groups with nothing due cost nothing per tick.
+        self._due: DueSchedule[str] = DueSchedule()
         manager.on_loaded = self._on_group_loaded
         manager.on_unloaded = self._on_group_unloaded
 
@@ -91,6 +96,7 @@ class GroupCoordinator:
         """Kafka's validateGroupStatus. Offset and admin APIs accept "" as a group id."""
         if group_id is None or (group_id == "" and not allow_empty):
             return Errors.INVALID_GROUP_ID
+        self._wake(group_id)  # whatever the request changes, the next tick looks at it
         if self.manager.is_loading(group_id):
             return Errors.COORDINATOR_LOAD_IN_PROGRESS
         if not self.manager.owns(group_id):
@@ -181,6 +187,7 @@ class GroupCoordinator:
         elif require_known_member_id:
             # JoinGroup v4+: hand out the id first, admit the member when it comes back.
             group.pending_members[new_id] = self._clock() + session_timeout_ms
+            self._wake(group.group_id)
             callback(JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))
             return
         self._add_member_and_rebalance(group, new_id, group_instance_id, client_id,
@@ -256,7 +263,7 @@ class GroupCoordinator:
         group.add(member)
         # A new member cannot heartbeat yet and its connection is muted while it
         # waits, so its JoinGroup itself expires after a (long) fixed time.
-        self._schedule_heartbeat(member, self.config.new_member_join_timeout_ms)
+        self._schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
         self._maybe_prepare_rebalance(group, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
@@ -281,7 +288,7 @@ class GroupCoordinator:
             support_skip_assignment: bool, callback: JoinCallback) -> None:
         current_leader = group.leader_id or ""
         member = group.replace_static_member(group_instance_id, old_id, new_id)
-        self._schedule_heartbeat(member)
+        self._schedule_heartbeat(group, member)
         old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms)
         member.join_callback = callback
@@ -298,7 +305,7 @@ class GroupCoordinator:
                     member.join_callback = None
                     group.update_member(member, old[0], old[1], old[2])
                     restored = group.replace_static_member(group_instance_id, new_id, old_id)
-                    self._schedule_heartbeat(restored)
+                    self._schedule_heartbeat(group, restored)
                     callback(JoinResult(UNKNOWN_MEMBER_ID, error, group.generation_id,
                                         group.protocol_type, group.protocol_name,
                                         current_leader))
@@ -340,6 +347,7 @@ class GroupCoordinator:
         else:
             group.initial_join_remaining_ms = None
             group.join_deadline_ms = now + timeout
+        self._wake(group.group_id)
         log.info("preparing to rebalance group %s in generation %d (%s)", group.group_id,
                  group.generation_id, reason)
         self._try_complete_join(group)  # e.g. the last member left: nobody to wait for
@@ -359,6 +367,7 @@ class GroupCoordinator:
                     group.initial_join_remaining_ms = max(
                         remaining - self.config.initial_rebalance_delay_ms, 0)
                     group.join_deadline_ms = now + delay
+                    self._wake(group.group_id)
                     if delay:
                         return
                 else:
@@ -383,6 +392,7 @@ class GroupCoordinator:
             # Only static members that have not come back: wait for them (or their
             # session timeouts) a little longer.
             group.join_deadline_ms = self._clock() + self._rebalance_timeout(group)
+            self._wake(group.group_id)
             return
         group.init_next_generation(self._wall())
         if group.is_(GroupState.EMPTY):
@@ -394,10 +404,11 @@ class GroupCoordinator:
                  group.group_id, group.generation_id, group.size, group.protocol_name)
         for member in list(group.members.values()):
             group.invoke_join_callback(member, self._join_result(group, member.member_id))
-            self._schedule_heartbeat(member)
+            self._schedule_heartbeat(group, member)
             member.is_new = False
             group.pending_sync_members.add(member.member_id)
         group.sync_deadline_ms = self._clock() + self._rebalance_timeout(group)
+        self._wake(group.group_id)
 
     @staticmethod
     def _log_store_error(group: GroupMetadata) -> Callable[[Errors], None]:
@@ -417,7 +428,7 @@ class GroupCoordinator:
                                 member.assignment if error is Errors.NONE else b"")
             if group.invoke_sync_callback(member, result):
                 # The member just heard from us; its session restarts now.
-                self._schedule_heartbeat(member)
+                self._schedule_heartbeat(group, member)
 
     def _evict(self, group: GroupMetadata, member: MemberMetadata) -> None:
         """Remove a member, answering whatever it still waits for."""
@@ -434,10 +445,12 @@ class GroupCoordinator:
         elif group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
 
-    def _schedule_heartbeat(self, member: MemberMetadata, timeout_ms: int | None = None) -> None:
+    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata,
+                            timeout_ms: int | None = None) -> None:
         """Kafka's completeAndScheduleNextHeartbeatExpiration."""
         timeout = member.session_timeout_ms if timeout_ms is None else timeout_ms
         member.heartbeat_deadline_ms = self._clock() + timeout
+        self._due.schedule(group.group_id, member.heartbeat_deadline_ms)
 
     # ================================================================== SyncGroup
     def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
@@ -479,7 +492,7 @@ class GroupCoordinator:
             member = group.get(member_id)
             callback(SyncResult(Errors.NONE, group.protocol_type, group.protocol_name,
                                 member.assignment))
-            self._schedule_heartbeat(member)
+            self._schedule_heartbeat(group, member)
 
     def _validate_sync(self, group: GroupMetadata, generation_id: int, member_id: str,
                        protocol_type: str | None, protocol_name: str | None,
@@ -547,7 +560,7 @@ class GroupCoordinator:
             return Errors.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
             return Errors.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group.get(member_id))
+        self._schedule_heartbeat(group, group.get(member_id))
         if group.is_(GroupState.PREPARING_REBALANCE):
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
@@ -613,7 +626,7 @@ class GroupCoordinator:
             fail(Errors.REBALANCE_IN_PROGRESS)
         else:
             if group.has(member_id):
-                self._schedule_heartbeat(group.get(member_id))
+                self._schedule_heartbeat(group, group.get(member_id))
             self._store_offsets(group, offsets, callback)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
@@ -722,7 +735,7 @@ class GroupCoordinator:
     # ================================================================== loading
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
-            self._schedule_heartbeat(member)
+            self._schedule_heartbeat(group, member)
 
     def _on_group_unloaded(self, group: GroupMetadata) -> None:
         previous = group.state
@@ -736,14 +749,39 @@ class GroupCoordinator:
     # ================================================================== time
     def expire(self) -> None:
         """Everything time decides: sessions, pending members, join and sync deadlines,
-        offset retention."""
+        offset retention. Only groups with something due are looked at."""
         now = self._clock()
         self.manager.check_ownership()
-        for group in self.manager.all_groups():
+        for group_id in self._due.pop_due(now):
+            group = self.manager.groups.get(group_id)
+            if group is None:
+                continue
             self._expire_group(group, now)
+            deadline = self._next_deadline(group, now)
+            if deadline is not None:
+                self._due.schedule(group_id, deadline)
         if now >= self._next_retention_check:
             self._next_retention_check = now + self.config.offsets_retention_check_ms
             self.remove_expired_offsets()
+
+    def _wake(self, group_id: str) -> None:
+        self._due.schedule(group_id, self._clock())
+
+    @staticmethod
+    def _next_deadline(group: GroupMetadata, now: float) -> float | None:
+        """When ``_expire_group`` could next change ``group`` without a request arriving.
+        A member waiting in a rebalance cannot expire, so a deadline of its already past
+        does not count: the rebalance's join or sync deadline covers it."""
+        if group.is_(GroupState.DEAD):
+            return None
+        deadlines = list(group.pending_members.values())
+        deadlines += [m.heartbeat_deadline_ms for m in group.members.values()
+                      if m.heartbeat_deadline_ms > now]
+        if group.is_(GroupState.PREPARING_REBALANCE) and group.join_deadline_ms is not None:
+            deadlines.append(group.join_deadline_ms)
+        if group.sync_deadline_ms is not None:
+            deadlines.append(group.sync_deadline_ms)
+        return min(deadlines, default=None)
 
     def _expire_group(self, group: GroupMetadata, now: float) -> None:
         if group.is_(GroupState.DEAD):

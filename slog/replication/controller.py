@@ -71,6 +71,17 @@ class CreatedTopic:
 
 
 @dataclass(frozen=True)
+class IsrChange:
+    """One partition of an AlterPartition request: the ISR its leader proposes."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: Sequence[int]
+
+
+@dataclass(frozen=True)
 class BrokerStatus:
     """What the controller's liveness probe saw of one broker."""
 
@@ -106,6 +117,9 @@ class Controller:
         self._live_at_last_election: set[int] | None = None
         self._next_leader_check = time.monotonic() + \
             config.get_int("leader.imbalance.check.interval.seconds")
+        # The image (identity, offset) the last reassignment scan saw: steps depend only
+        # on the image, so an unchanged one is not scanned again every tick.
+        self._reassignments_scanned: tuple[int, int] | None = None
 
     @property
     def image(self) -> MetadataImage:
@@ -233,33 +247,62 @@ class Controller:
     def alter_partition(self, broker_id: int, topic: str, partition: int, leader_epoch: int,
                         partition_epoch: int, new_isr: Sequence[int]) -> PartitionState:
         """A leader's ISR change (Kafka's AlterPartition), checked against current state."""
+        outcome, = self.alter_partitions(
+            broker_id, [IsrChange(topic, partition, leader_epoch, partition_epoch, new_isr)])
+        if isinstance(outcome, ControllerError):
+            raise outcome
+        return outcome
+
+    def alter_partitions(self, broker_id: int, changes: Sequence[IsrChange]
+                         ) -> list[PartitionState | ControllerError]:
+        """A leader's ISR changes of one AlterPartition request: each checked on its own,
+        all accepted ones written in one metadata append. Returns each change's new
+        state or refusal, in order."""
+        outcomes: list[PartitionState | ControllerError] = []
+        records = []
+        for change in changes:
+            try:
+                state, changed = self._checked_isr_change(broker_id, change)
+            except ControllerError as exc:
+                outcomes.append(exc)
+                continue
+            if changed is None:
+                outcomes.append(state)
+                continue
+            self._log_change(state, changed)
+            records.append(changed.to_record())
+            outcomes.append(changed)
+        if records:
+            self._write(records)
+        return outcomes
+
+    def _checked_isr_change(self, broker_id: int, change: IsrChange
+                            ) -> tuple[PartitionState, PartitionState | None]:
+        topic, partition = change.topic, change.partition
         state = self.image.partition(topic, partition)
         if state is None:
-            raise ControllerError("unknown_topic_or_partition", f"{topic}-{partition} is gone")
-        if state.leader != broker_id or leader_epoch != state.leader_epoch:
-            raise ControllerError("fenced_leader_epoch",
+            raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                  f"{topic}-{partition} is gone")
+        if state.leader != broker_id or change.leader_epoch != state.leader_epoch:
+            raise ControllerError(ErrorCode.fenced_leader_epoch,
                                   f"{topic}-{partition}: broker {broker_id} at epoch "
-                                  f"{leader_epoch} is not the leader (epoch "
+                                  f"{change.leader_epoch} is not the leader (epoch "
                                   f"{state.leader_epoch})")
-        if partition_epoch != state.partition_epoch:
-            raise ControllerError("invalid_update_version",
-                                  f"{topic}-{partition}: partition epoch {partition_epoch} is "
-                                  f"stale ({state.partition_epoch})")
-        isr = tuple(dict.fromkeys(new_isr))
+        if change.partition_epoch != state.partition_epoch:
+            raise ControllerError(ErrorCode.invalid_update_version,
+                                  f"{topic}-{partition}: partition epoch "
+                                  f"{change.partition_epoch} is stale ({state.partition_epoch})")
+        isr = tuple(dict.fromkeys(change.new_isr))
         live = set(self._live_broker_ids())
         if broker_id not in isr or not set(isr) <= set(state.replicas):
-            raise ControllerError("invalid_request", f"ISR {list(isr)} is not a replica subset "
-                                  "that includes the leader")
+            raise ControllerError(ErrorCode.invalid_request,
+                                  f"ISR {list(isr)} is not a replica subset that includes "
+                                  "the leader")
         added = set(isr) - set(state.isr)
         if not added <= live - self.shutting_down:
-            raise ControllerError("ineligible_replica",
+            raise ControllerError(ErrorCode.ineligible_replica,
                                   f"fenced brokers {sorted(added - live)} cannot join the ISR")
-        changed = elections.with_isr(state, isr)
-        if changed is None:
-            return state
-        self._log_change(state, changed)
-        self._write([changed.to_record()])
-        return changed
+        return state, elections.with_isr(state, isr)
 
     def elect_leaders(self, preferred: bool, partitions: Sequence[tuple[str, int]] | None
                       ) -> dict[tuple[str, int], ControllerError | None]:
@@ -336,6 +379,11 @@ class Controller:
 
     def maintain_reassignments(self) -> None:
         """Controller tick: take the next step of every reassignment that can move."""
+        image = self.image
+        scanned = (id(image), image.offset)
+        if scanned == self._reassignments_scanned:
+            return
+        self._reassignments_scanned = scanned
         live = set(self._live_broker_ids())
         moving = self.image.partitions_in(sorted(self.image.reassigning))
         self._write_steps([(s, after) for s in moving

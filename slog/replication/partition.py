@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from slog.core import batch
@@ -72,6 +72,9 @@ class Partition:
         self.pending_since_epoch = -1
         self.fenced_replicas: frozenset[int] = frozenset()
         self.topic_id = ""  # the topic incarnation this log belongs to
+        # Told when the ISR may need changing soon (new leadership or ISR, an out-of-sync
+        # follower fetching): the replica manager re-checks only partitions it was told of.
+        self.isr_watch: Callable[[Partition], None] | None = None
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._rebuild_producer_state()
 
@@ -118,6 +121,7 @@ class Partition:
                 else:
                     self.followers.setdefault(replica, FollowerState())
         self._maybe_advance_high_watermark()
+        self._watch_isr()
 
     def become_follower(self, state: PartitionState) -> None:
         new_epoch = self.state is None or self.is_leader or \
@@ -209,7 +213,13 @@ class Partition:
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now
         follower.leader_leo_at_last_fetch = leo
+        if replica_id not in self.isr:
+            self._watch_isr()  # it may have caught up: time to propose adding it
         return self._maybe_advance_high_watermark()
+
+    def _watch_isr(self) -> None:
+        if self.isr_watch is not None:
+            self.isr_watch(self)
 
     def propose_isr(self, isr: tuple[int, ...]) -> None:
         """The leader is about to ask the controller for ``isr``: the replicas it adds
@@ -278,6 +288,16 @@ class Partition:
                 isr.append(replica)
         wanted = tuple(isr)
         return None if set(wanted) == set(self.isr) else wanted
+
+    def isr_deadline_ms(self, lag_max_ms: float) -> float | None:
+        """When ``wanted_isr`` could next shrink the ISR with no fetch happening: the
+        earliest in-sync follower's last catch-up plus the allowed lag. None when no
+        follower is in the ISR (only a fetch, which calls ``isr_watch``, can change it)."""
+        if not self.is_leader:
+            return None
+        deadlines = [follower.last_caught_up_ms + lag_max_ms
+                     for replica, follower in self.followers.items() if replica in self.isr]
+        return min(deadlines, default=None)
 
     # -- follower data path --------------------------------------------------------------
     def append_as_follower(self, records: bytes | memoryview, leader_hw: int) -> AppendInfo:

@@ -14,11 +14,13 @@ import contextlib
 import functools
 import logging
 import os
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 
 from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
 from slog.core.config import BrokerConfig
+from slog.core.due import DueSchedule
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager, NewLog
@@ -29,8 +31,10 @@ from slog.replication.replica_fetcher import ReplicaFetcherManager
 log = logging.getLogger("slog.replication")
 
 TopicPartition = tuple[str, int]
-# (partition, proposed ISR) → the controller's verdict, raised as an exception on refusal.
-AlterIsr = Callable[[Partition, tuple[int, ...]], Awaitable[None]]
+IsrProposal = tuple[Partition, tuple[int, ...]]
+# Proposed ISRs, sent together → the controller's verdict on each: None (accepted) or
+# the refusal as an exception.
+AlterIsr = Callable[[Sequence[IsrProposal]], Awaitable[Sequence[Exception | None]]]
 LeadershipListener = Callable[[str, int, bool], None]
 ISR_CHECK_INTERVAL_S = 0.25
 # Up to this many new replicas are created on the event loop (cheaper than a thread
@@ -39,6 +43,8 @@ ISR_CHECK_INTERVAL_S = 0.25
 INLINE_CREATE_MAX = 16
 # New replicas taking their roles between two turns of the event loop.
 ROLE_SLICE = 500
+# A follower is out of sync once strictly more than replica.lag.time.max.ms has passed.
+ISR_DEADLINE_SLACK_MS = 1.0
 
 
 PARTITION_METADATA = "partition.metadata"
@@ -74,6 +80,8 @@ class ReplicaManager:
         self._data_arrived = asyncio.Event()
         self._image: MetadataImage | None = None
         self.fetchers = ReplicaFetcherManager(self.broker_id, self.notify)
+        # Leaders whose ISR may need a change, by when (see maintain_isr).
+        self._isr_due: DueSchedule[TopicPartition] = DueSchedule()
         # Told (topic, partition, is_leader) whenever this broker's role changes.
         self.leadership_listeners: list[LeadershipListener] = []
         self._log_configs: dict[str, LogConfig] = {}  # per topic, dropped when it changes
@@ -263,6 +271,7 @@ class ReplicaManager:
             if key in logs:
                 partition = Partition(key[0], key[1], logs[key], self.broker_id)
                 partition.topic_id = topic_id
+                partition.isr_watch = self.check_isr_soon
                 self.partitions[key] = partition
             else:  # its directory was on disk already
                 partition = self._open(key, topic_id)
@@ -292,6 +301,7 @@ class ReplicaManager:
             write_topic_id(plog.directory, topic_id=topic_id)
         partition = Partition(topic, number, plog, self.broker_id)
         partition.topic_id = topic_id
+        partition.isr_watch = self.check_isr_soon
         self.partitions[key] = partition
         return partition
 
@@ -323,25 +333,68 @@ class ReplicaManager:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(event.wait(), timeout_s)
 
+    def check_isr_soon(self, partition: Partition) -> None:
+        """Have the next ISR tick look at ``partition`` (it may be able to change)."""
+        self._isr_due.schedule((partition.topic, partition.partition), 0.0)
+
     async def maintain_isr(self, alter: AlterIsr) -> None:
         """Leaders propose ISR shrinks (laggards) and expansions (caught up), forever."""
         lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         while True:
             await asyncio.sleep(ISR_CHECK_INTERVAL_S)
-            for partition in list(self.partitions.values()):
-                wanted = partition.wanted_isr(lag_max_ms)
-                if wanted is None:
-                    continue
-                partition.isr_change_in_flight = True
-                partition.propose_isr(wanted)
-                try:
-                    await alter(partition, wanted)
-                except Exception as exc:  # the next tick proposes again
-                    partition.proposal_failed()
-                    log.info("%s-%d: ISR change to %s refused: %s", partition.topic,
-                             partition.partition, list(wanted), exc)
-                finally:
-                    partition.isr_change_in_flight = False
+            try:
+                proposals = self.due_isr_changes(lag_max_ms, time.monotonic() * 1000)
+                if proposals:
+                    await self._propose_isrs(alter, proposals)
+            except Exception:  # a bad tick must not stop ISR maintenance for good
+                log.exception("ISR check failed")
+
+    def due_isr_changes(self, lag_max_ms: float, now_ms: float) -> list[IsrProposal]:
+        """The ISR changes wanted now, looking only at partitions due for a check.
+
+        A leader whose in-sync followers keep fetching is looked at once per
+        replica.lag.time.max.ms (its earliest follower's lag deadline, pushed
+        back at each look); an out-of-sync follower's fetch or a new leadership
+        or ISR makes it due at once (``Partition.isr_watch``).
+        """
+        proposals = []
+        for key in self._isr_due.pop_due(now_ms):
+            partition = self.partitions.get(key)
+            if partition is None or not partition.is_leader:
+                continue  # becoming leader again makes it due again
+            if partition.isr_change_in_flight:
+                continue  # _propose_isrs reschedules it when the answer comes
+            wanted = partition.wanted_isr(lag_max_ms)
+            if wanted is not None:
+                proposals.append((partition, wanted))
+                continue
+            deadline = partition.isr_deadline_ms(lag_max_ms)
+            if deadline is not None:
+                self._isr_due.schedule(key, deadline + ISR_DEADLINE_SLACK_MS)
+        return proposals
+
+    async def _propose_isrs(self, alter: AlterIsr, proposals: list[IsrProposal]) -> None:
+        """One AlterPartition for every ISR change of this tick."""
+        for partition, wanted in proposals:
+            partition.isr_change_in_flight = True
+            partition.propose_isr(wanted)
+        try:
+            outcomes: Sequence[Exception | None] = await alter(proposals)
+        except Exception as exc:  # the controller unreachable: every proposal failed
+            outcomes = [exc] * len(proposals)
+        if len(outcomes) != len(proposals):
+            outcomes = [RuntimeError("AlterPartition answered another partition count")] * \
+                len(proposals)
+        retry_at = (time.monotonic() + ISR_CHECK_INTERVAL_S) * 1000
+        for (partition, wanted), outcome in zip(proposals, outcomes, strict=True):
+            partition.isr_change_in_flight = False
+            if outcome is not None:
+                partition.proposal_failed()
+                log.info("%s-%d: ISR change to %s refused: %s", partition.topic,
+                         partition.partition, list(wanted), outcome)
+            # Look again next tick, as before: proposed again if still wanted and the
+            # controller's answer has not reached the image yet (it checks epochs).
+            self._isr_due.schedule((partition.topic, partition.partition), retry_at)
 
     async def shutdown(self) -> None:
         for task in list(self._role_tasks):

@@ -384,3 +384,34 @@ def test_losing_the_partition_answers_pending_requests(h: Harness) -> None:
     h.manager.on_resignation(0)
     assert waiting.value.error is E.NOT_COORDINATOR
     assert h.heartbeat(a) is E.NOT_COORDINATOR
+
+
+def test_expiry_looks_only_at_groups_with_something_due(h: Harness) -> None:
+    """A tick pops the groups whose earliest deadline passed, not every group."""
+    for name in ("g1", "g2", "g3"):
+        joined = h.join_new(name).value
+        h.sync(joined, name, assignments={joined.member_id: b""})
+    h.advance(0)  # the requests woke all three: looked at once, rescheduled
+    looked: list[str] = []
+    expire_group = h.coordinator._expire_group
+
+    def counting(group: Any, now: float) -> None:
+        looked.append(group.group_id)
+        expire_group(group, now)
+
+    h.coordinator._expire_group = counting  # type: ignore[method-assign]
+    for _ in range(4):
+        h.advance(100)  # ticks up to 400 ms: every session (1000 ms) still runs
+    assert looked == []
+    g2 = h.manager.get("g2")
+    member = next(iter(g2.members.values()))
+    assert h.coordinator.handle_heartbeat("g2", member.member_id, None,
+                                          g2.generation_id) is E.NONE
+    h.advance(1)  # the heartbeat woke g2 only
+    assert looked == ["g2"]
+    looked.clear()
+    h.now = 999
+    h.advance(1)  # g1 and g3 missed their sessions; g2 heartbeated at 400
+    assert sorted(looked) == ["g1", "g3"]
+    assert h.state("g1") is GroupState.EMPTY and h.state("g3") is GroupState.EMPTY
+    assert h.state("g2") is GroupState.STABLE

@@ -9,7 +9,8 @@ from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE, NOT_CONTROLLER, NOT_LEADER, UNKNOWN_TOPIC, code
 from slog.broker.handlers.data import check_leader_epoch
 from slog.protocol.apis import ApiKey
-from slog.replication.controller import ControllerError
+from slog.protocol.errors import ErrorCode
+from slog.replication.controller import ControllerError, IsrChange
 
 ELECTION_PREFERRED = 0
 
@@ -43,23 +44,25 @@ async def alter_partition(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if controller is None:
         return {"throttle_time": 0, "error_code": NOT_CONTROLLER, "topics": []}
     names = {t.topic_id: t.name for t in ctx.broker.image.topics.values()}
+    # Every partition of the request is decided together: one metadata append.
+    entries = [(topic, entry) for topic in request.topics for entry in topic.partitions]
+    known = [(topic, entry) for topic, entry in entries if str(topic.topic_id) in names]
+    decided = controller.alter_partitions(request.broker_id, [
+        IsrChange(names[str(topic.topic_id)], entry.partition_index, entry.leader_epoch,
+                  entry.partition_epoch, tuple(entry.new_isr)) for topic, entry in known])
+    outcome = {id(entry): result for (_, entry), result in zip(known, decided, strict=True)}
     topics = []
     for topic in request.topics:
-        name = names.get(str(topic.topic_id))
         results = []
         for entry in topic.partitions:
             result: dict[str, Any] = {"partition_index": entry.partition_index,
                                       "error_code": NONE, "leader_id": -1, "leader_epoch": -1,
                                       "isr": [], "leader_recovery_state": 0,
                                       "partition_epoch": -1}
-            try:
-                if name is None:
-                    raise ControllerError("unknown_topic_id", "no topic has that id")
-                state = controller.alter_partition(
-                    request.broker_id, name, entry.partition_index, entry.leader_epoch,
-                    entry.partition_epoch, tuple(entry.new_isr))
-            except ControllerError as exc:
-                result["error_code"] = code(exc.code)
+            state = outcome.get(id(entry), ControllerError(ErrorCode.unknown_topic_id,
+                                                           "no topic has that id"))
+            if isinstance(state, ControllerError):
+                result["error_code"] = code(state.code)
             else:
                 result.update(leader_id=state.leader, leader_epoch=state.leader_epoch,
                               isr=list(state.isr), partition_epoch=state.partition_epoch)

@@ -1,0 +1,76 @@
+"""DueSchedule: which keys need work now, without looking at the ones that do not.
+
+Periodic jobs (ISR expiry, flush.ms, group session timeouts) used to scan every
+partition or member on every tick; with thousands of them an idle broker spent
+its time finding nothing to do. Instead, whoever knows when a key's next
+deadline is schedules it here, and a tick pops only the keys that are due.
+
+A key has at most one deadline: scheduling it again keeps the earlier one
+(a sooner check subsumes a later one). Superseded heap entries are skipped
+lazily when they surface. Pure and clock-free: callers pass ``now``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+
+
+class DueSchedule(Generic[K]):
+    def __init__(self) -> None:
+        self._deadline: dict[K, float] = {}
+        # (deadline, tie-breaker, key): keys need not be comparable.
+        self._heap: list[tuple[float, int, K]] = []
+        self._order = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._deadline)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._deadline
+
+    def deadline(self, key: K) -> float | None:
+        return self._deadline.get(key)
+
+    def schedule(self, key: K, at: float) -> None:
+        """Make ``key`` due at ``at`` unless it is already due sooner."""
+        current = self._deadline.get(key)
+        if current is not None and current <= at:
+            return
+        self._deadline[key] = at
+        heapq.heappush(self._heap, (at, next(self._order), key))
+        self._compact_if_bloated()
+
+    def cancel(self, key: K) -> None:
+        self._deadline.pop(key, None)
+
+    def next_deadline(self) -> float | None:
+        """The earliest live deadline, or None when nothing is scheduled."""
+        self._drop_stale_top()
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now: float) -> list[K]:
+        """Every key whose deadline is at or before ``now``, earliest first; they are
+        unscheduled (reschedule what still needs watching)."""
+        return list(self._iter_due(now))
+
+    def _iter_due(self, now: float) -> Iterator[K]:
+        while self._heap and self._heap[0][0] <= now:
+            at, _, key = heapq.heappop(self._heap)
+            if self._deadline.get(key) == at:
+                del self._deadline[key]
+                yield key
+
+    def _drop_stale_top(self) -> None:
+        while self._heap and self._deadline.get(self._heap[0][2]) != self._heap[0][0]:
+            heapq.heappop(self._heap)
+
+    def _compact_if_bloated(self) -> None:
+        # Rescheduling sooner leaves the old entry behind; rebuild before it dominates.
+        if len(self._heap) > 64 and len(self._heap) > 4 * len(self._deadline):
+            self._heap = [(at, next(self._order), key) for key, at in self._deadline.items()]
+            heapq.heapify(self._heap)
