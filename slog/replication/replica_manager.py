@@ -15,7 +15,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
