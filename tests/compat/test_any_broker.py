@@ -5,8 +5,6 @@ controller unless that broker is the controller."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,22 +13,11 @@ from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import encode_request
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import shape
-from tests.cluster.conftest import FAST, Cluster, wait_until
+from tests.cluster.conftest import Cluster, wait_until
 from tests.compat.clients import READERS, WRITERS, Rec, assert_same_records, now_ms
 
 CLIENTS = ("kcat", "confluent", "kafka-python")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path / "data", 3, {**FAST, "auto.create.topics.enable": "true"})
-    try:
-        nodes.start()
-        yield nodes
-    finally:
-        nodes.close()
-    tracebacks = [b for b in nodes.brokers if "Traceback" in nodes.log_text(b)]
-    assert not tracebacks, "\n".join(nodes.log_text(b)[-6000:] for b in tracebacks)
+pytestmark = pytest.mark.broker_config({"auto.create.topics.enable": "true"})
 
 
 def _produce_through_each(cluster: Cluster, round_name: str) -> None:
