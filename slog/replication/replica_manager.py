@@ -2,15 +2,15 @@
 
 It turns each new :class:`MetadataImage` into local state changes (create a
 log, become leader or follower, delete a removed topic's files, start or stop
-following a leader) and serves the data path: leader appends, fetches with
-long-poll wake-ups, and the periodic ISR check whose proposals go to the
-controller.
+following a leader) and serves the data path: leader appends, the fetch
+session cache (long polls park on their own partitions, see
+:mod:`slog.replication.fetch_sessions`), and the periodic ISR check whose
+proposals go to the controller.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable
@@ -21,6 +21,7 @@ from slog.core.config import BrokerConfig
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
 from slog.core.metadata import MetadataImage, PartitionState
+from slog.replication.fetch_sessions import FetchSessionCache
 from slog.replication.partition import Partition
 from slog.replication.replica_fetcher import ReplicaFetcherManager
 
@@ -63,9 +64,10 @@ class ReplicaManager:
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._data_arrived = asyncio.Event()
         self._image: MetadataImage | None = None
-        self.fetchers = ReplicaFetcherManager(self.broker_id, self.notify)
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.fetchers = ReplicaFetcherManager(self.broker_id)
         # Told (topic, partition, is_leader) whenever this broker's role changes.
         self.leadership_listeners: list[LeadershipListener] = []
 
@@ -116,7 +118,6 @@ class ReplicaManager:
                 for listener in self.leadership_listeners:
                     listener(key[0], key[1], partition.is_leader)
         self.fetchers.assign(follow)
-        self.notify()
 
     def _open(self, key: TopicPartition, topic_id: str) -> Partition:
         """Open (or create) a replica's log, never one left by an older same-named topic.
@@ -144,7 +145,9 @@ class ReplicaManager:
         return partition
 
     def _remove(self, key: TopicPartition) -> None:
-        self.partitions.pop(key, None)
+        removed = self.partitions.pop(key, None)
+        if removed is not None:
+            removed.notify_watchers()  # its fetches answer UNKNOWN_TOPIC_OR_PARTITION now
         self.log_manager.delete(*key)
         log.info("deleted replica %s-%d", *key)
 
@@ -158,16 +161,6 @@ class ReplicaManager:
     # -- data path --------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
-
-    def notify(self) -> None:
-        """Wake every long-polling fetch: new data or a new high watermark."""
-        self._data_arrived.set()
-        self._data_arrived = asyncio.Event()
-
-    async def wait_for_data(self, timeout_s: float) -> None:
-        event = self._data_arrived
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
 
     async def maintain_isr(self, alter: AlterIsr) -> None:
         """Leaders propose ISR shrinks (laggards) and expansions (caught up), forever."""

@@ -8,6 +8,7 @@ from slog.broker.handlers import (
     admin,
     cluster,
     data,
+    fetch,
     groups,
     log_dirs,
     reassign,
@@ -18,7 +19,7 @@ from slog.broker.handlers import (
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
-    for module in (cluster, data, admin, replication, reassign, groups, log_dirs, sasl,
+    for module in (cluster, data, fetch, admin, replication, reassign, groups, log_dirs, sasl,
                    acls):
         handlers.update(module.HANDLERS)
     return handlers
