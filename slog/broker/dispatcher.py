@@ -115,6 +115,7 @@ class Dispatcher:
         except ProtocolError as exc:
             log.info("unparseable request header from %s: %s", peer, exc)
             return CLOSE_CONNECTION
+        stats.count(header.api_key)
         if security.sasl_enabled and not (session is not None and session.authenticated) \
                 and header.api_key not in PRE_AUTHENTICATION_APIS:
             # Kafka closes an unauthenticated connection that asks for anything else.
