@@ -191,7 +191,8 @@ def _preferred_read_replica(ctx: RequestContext, partition: Partition, client_ra
     image = ctx.broker.image
     live = {b.broker_id for b in image.live_brokers()}
     followers = [
-        ReplicaView(replica, rack, state.log_end_offset, state.last_caught_up_ms)
+        ReplicaView(replica, rack, state.log_end_offset,
+                    state.caught_up_ms(partition.log.log_end_offset))
         for replica, state in partition.followers.items()
         if replica in partition.isr and replica in live
         and replica not in partition.fenced_replicas
