@@ -115,6 +115,26 @@ def test_incremental_session_names_only_what_changed(cluster: Cluster) -> None:
         assert gone.error_code == ErrorCode.fetch_session_id_not_found
 
 
+@pytest.mark.brokers(1)
+def test_a_request_behind_a_parked_fetch_ends_the_park(cluster: Cluster) -> None:
+    cluster.create_topic("s", partitions=1, replication_factor=1)
+    body = {"replica_id": -1, "max_wait": 20_000, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+            "forgotten_topics_data": [], "topics": [{"topic": "s", "partitions": [
+                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                 "current_leader_epoch": -1, "log_start_offset": -1}]}]}
+    with cluster.connect(1, timeout_s=30) as conn:
+        started = time.monotonic()
+        conn.send(ApiKey.FETCH, body, version=12)
+        time.sleep(0.3)  # the fetch is parked by now
+        conn.send(ApiKey.API_VERSIONS, {}, version=0)
+        _, fetched = conn.receive()
+        _, versions = conn.receive()
+        # Answers come in order: without ending the park the second waited 20 s.
+        assert time.monotonic() - started < 10
+        assert fetched.error_code == 0 and versions.error_code == 0
+
+
 # -- real consumers through a leader's death ----------------------------------------------
 TOPIC = "moving"
 PARTITIONS = 3

@@ -226,20 +226,35 @@ async def fetch(ctx: RequestContext, request: Any) -> Encoded:
     session = opened.session
     session.last_fetch_ms = session.last_used_ms
     state = FetchRequestState(ctx, request, session)
+    connection = ctx.session
+    interrupted = False
+
+    def end_long_poll() -> None:
+        # Another request arrived behind this one on the connection (say a consumer's
+        # commit or heartbeat): it waits for our answer, so answer now.
+        nonlocal interrupted
+        interrupted = True
+        session.partition_changed(None)
+
     try:
         to_read: Any = list(session.partitions) if opened.full else session.take_dirty()
         session.dirty.clear()
         while True:
             state.read(to_read)
             remaining = deadline - time.monotonic()
-            if state.total >= request.min_bytes or state.answer_now or remaining <= 0:
+            if state.total >= request.min_bytes or state.answer_now or remaining <= 0 or \
+                    interrupted:
                 break
             # Parked: only a change to one of this session's partitions wakes us,
             # and then only the partitions that changed are read again.
+            if connection is not None:
+                connection.end_long_poll = end_long_poll
             await session.wait_for_change(remaining)
             to_read = session.take_dirty()
         topics = state.answer(opened.full)
     finally:
+        if connection is not None:
+            connection.end_long_poll = None
         if not session.cached:
             session.close()  # a sessionless fetch stops watching its partitions
     return _encode(ctx, NONE, session.id, topics)
