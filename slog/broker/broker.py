@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from slog.broker import liveness
@@ -66,6 +66,21 @@ class BrokerStats:
     bytes_in: int = 0
     bytes_out: int = 0
     requests: int = 0
+    by_api: dict[int, int] = field(default_factory=dict)  # api key -> requests
+
+    def count(self, api_key: int) -> None:
+        self.by_api[api_key] = self.by_api.get(api_key, 0) + 1
+
+    def summary(self) -> str:
+        """``requests=N Fetch=N Metadata=N ...``: what SIGUSR1 writes to the broker log."""
+        names = []
+        for key, count in sorted(self.by_api.items()):
+            try:
+                name = ApiKey(key).name.title().replace("_", "")
+            except ValueError:
+                name = f"api{key}"
+            names.append(f"{name}={count}")
+        return " ".join([f"requests={self.requests}", *names])
 
 
 class Broker:

@@ -115,6 +115,7 @@ class Dispatcher:
         except ProtocolError as exc:
             log.info("unparseable request header from %s: %s", peer, exc)
             return CLOSE_CONNECTION
+        stats.count(header.api_key)
         must_log_in = session.sasl_required if session is not None else security.sasl_enabled
         if must_log_in and not (session is not None and session.authenticated) \
                 and header.api_key not in PRE_AUTHENTICATION_APIS:

@@ -80,6 +80,11 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    # `kill -USR1 <pid>`: how many requests of each kind this broker has served, and
+    # its fetch sessions (counting what an idle cluster costs needs no profiler).
+    loop.add_signal_handler(signal.SIGUSR1, lambda: log.info(
+        "stats: %s fetch_sessions=%d fetch_session_evictions=%d", broker.stats.summary(),
+        len(broker.replicas.fetch_sessions), broker.replicas.fetch_sessions.evictions))
     if ready is not None:
         ready.set()
     try:

@@ -69,20 +69,19 @@ class OffsetsTopicLog:
             raise StoreError(Errors.INVALID_COMMIT_OFFSET_SIZE, str(exc)) from exc
         except StorageError as exc:
             raise StoreError(Errors.NOT_COORDINATOR, str(exc)) from exc
-        self._broker.replicas.notify()  # followers and readers of the topic wake up
         return result.base_offset + batch.parse_header(records).last_offset_delta
 
     def is_committed(self, partition: int, offset: int) -> bool:
         return self._leader(partition).high_watermark > offset
 
     async def wait_committed(self, partition: int, offset: int) -> None:
-        deadline = time.monotonic() + self._commit_timeout_s
-        while not self.is_committed(partition, offset):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE,
-                                 "the offsets partition did not replicate in time")
-            await self._broker.replicas.wait_for_data(left)  # type: ignore[union-attr]
+        try:
+            await self._leader(partition).wait_for_commit(offset, self._commit_timeout_s, 1)
+        except ReplicaError as exc:
+            if exc.code == "not_leader_or_follower":
+                raise StoreError(Errors.NOT_COORDINATOR, str(exc)) from exc
+            raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE,
+                             "the offsets partition did not replicate in time") from exc
 
     def read(self, partition: int, offset: int) -> tuple[bytes, int]:
         leader = self._leader(partition)

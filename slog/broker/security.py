@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +57,9 @@ class Session:
     mechanism: str | None = None  # chosen by SaslHandshake
     raw_tokens: bool = False  # SaslHandshake v0: the tokens come unframed (no headers)
     close_after_response: bool = False  # failed authentication: answer, then close
+    # Set while a long-polling Fetch waits on this connection: a request queued
+    # behind it ends the wait (answers are in order, so it would wait too).
+    end_long_poll: Callable[[], None] | None = field(default=None, repr=False)
     scram: ScramServer | None = field(default=None, repr=False)
     listener: str = ""  # the listener the connection arrived on (Metadata answers for it)
     sasl_required: bool = False  # a SASL_PLAINTEXT or SASL_SSL listener

@@ -555,6 +555,8 @@ class _Connection:
         self._frames.append(item)
         if type(item) is bytes or type(item) is memoryview:
             self._queued_bytes += len(item)  # type: ignore[arg-type]
+        if self.session.end_long_poll is not None:
+            self.session.end_long_poll()
         self._wake()
 
     def _finish_reading(self, last: object) -> None:

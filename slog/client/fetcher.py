@@ -8,6 +8,13 @@ no record decoding), so the next Fetch can go out while the caller is still
 working through the records: that is the prefetch. Up to
 ``PREFETCH_DEPTH`` completed fetches per partition wait in the buffer.
 
+Each broker's fetches run in an incremental fetch session (KIP-227,
+:mod:`slog.protocol.fetch_session`): after a full request, a Fetch names only
+the partitions whose position, leader epoch or size changed and forgets those
+not fetchable now (paused, buffered full, moved). A session error, a failed
+connection or a broker without room for the session means a full request next;
+the user never sees those errors.
+
 With ``client_rack`` set (KIP-392), Fetch requests carry it as ``rack_id``; a
 leader that answers with ``preferred_read_replica`` sends that partition's
 next fetches to the named follower until ``metadata_max_age_ms`` passes or the
@@ -46,6 +53,7 @@ from slog.core.errors import CorruptRecordError
 from slog.core.records import decode_records_as, iter_valid_batches
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
+from slog.protocol.fetch_session import FetchSessionHandler
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +61,8 @@ CHANNEL = "fetch"
 PREFETCH_DEPTH = 2
 _OUT_OF_RANGE = int(ErrorCode.offset_out_of_range)
 _CORRUPT = int(ErrorCode.corrupt_message)
+_SESSION_ERRORS = frozenset({int(ErrorCode.fetch_session_id_not_found),
+                             int(ErrorCode.invalid_fetch_session_epoch)})
 NO_PREFERRED_REPLICA = -1
 
 
@@ -149,6 +159,7 @@ class Fetcher:
         self._in_flight: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         self._size_override: dict[TopicPartition, int] = {}
         self._broker_backoff: dict[int, float] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}  # broker -> its fetch session
         self._errors: list[KafkaError] = []
         self.out_of_range: list[TopicPartition] = []
         self.metadata_needed = False
@@ -184,25 +195,24 @@ class Fetcher:
 
     def _send(self, leader: int, parts: list[tuple[TopicPartition, PartitionState]],
               now: float) -> None:
-        topics: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[tuple[str, int], dict[str, Any]] = {}
         pending: dict[TopicPartition, tuple[int, int]] = {}
         for tp, state in parts:
             assert state.fetch_position is not None
             meta = self._cluster.partition(*tp)
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition,
+            wanted[(tp.topic, tp.partition)] = {
                 "current_leader_epoch": meta.leader_epoch if meta is not None else -1,
                 "fetch_offset": state.fetch_position,
                 "last_fetched_epoch": -1,
                 "log_start_offset": -1,
                 "partition_max_bytes": self._size_override.get(tp, self._partition_bytes),
-            })
+            }
+            # The session fetches exactly these: named or not, any may answer.
             pending[tp] = (state.generation, state.fetch_position)
+        session = self._sessions.setdefault(leader, FetchSessionHandler())
         body = {"replica_id": -1, "max_wait": self._max_wait_ms, "min_bytes": self._min_bytes,
                 "max_bytes": self._max_bytes, "isolation_level": self._isolation_level,
-                "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
-                "forgotten_topics_data": [], "rack_id": self._client_rack}
+                "rack_id": self._client_rack, **session.build(wanted)}
         try:
             self._cluster.connection(leader, CHANNEL).send(ApiKey.FETCH, body)
         except ConnectionError as exc:
@@ -239,8 +249,13 @@ class Fetcher:
 
     def _handle_response(self, pending: dict[TopicPartition, tuple[int, int]],
                          response: Any, node: int) -> None:
-        if response.error_code:
-            self._errors.append(KafkaError.for_code(response.error_code, "fetch failed"))
+        session = self._sessions.setdefault(node, FetchSessionHandler())
+        if not session.handle_response(response.error_code, response.session_id):
+            if response.error_code in _SESSION_ERRORS:
+                log.debug("fetch session with broker %s: error %s, full fetch next", node,
+                          response.error_code)
+            else:
+                self._errors.append(KafkaError.for_code(response.error_code, "fetch failed"))
             return
         for topic in response.responses:
             for part in topic.partitions:
@@ -289,6 +304,9 @@ class Fetcher:
         log.debug("fetch connection to broker %s failed: %s", node, reason)
         self._cluster.close_connection(node, CHANNEL)
         self._in_flight.pop(node, None)
+        session = self._sessions.get(node)
+        if session is not None:
+            session.reset()  # the broker may or may not have seen the request
         self._broker_backoff[node] = now + self._backoff_s
         self._preferred = {tp: p for tp, p in self._preferred.items() if p[0] != node}
         self.metadata_needed = True
@@ -348,5 +366,6 @@ class Fetcher:
         for leader in list(self._in_flight):
             self._cluster.close_connection(leader, CHANNEL)
         self._in_flight.clear()
+        self._sessions.clear()
         self._completed.clear()
         self._buffered.clear()

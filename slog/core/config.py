@@ -146,6 +146,8 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "delete.topic.enable": ("true", _bool),
     "log.retention.check.interval.ms": ("300000", _int(1)),
     "replica.lag.time.max.ms": ("10000", _int(1)),
+    # KIP-227: incremental fetch sessions kept; 0 turns sessions off.
+    "max.incremental.fetch.session.cache.slots": ("1000", _int(0, _INT32_MAX)),
     "broker.session.timeout.ms": ("9000", _int(1)),
     "auto.leader.rebalance.enable": ("true", _bool),
     "leader.imbalance.per.broker.percentage": ("10", _int(0)),

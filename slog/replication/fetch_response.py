@@ -58,6 +58,7 @@ class FetchedTopic:
 class FetchResponse:
     correlation_id: int
     error_code: int
+    session_id: int
     responses: list[FetchedTopic]
 
 
@@ -111,7 +112,7 @@ def decode_fetch_response(frame: memoryview) -> FetchResponse:
     r = _Reader(frame)
     (correlation_id,) = r.unpack(_I32)
     r.skip_tags()
-    _throttle, error_code, _session = r.unpack(_TOP)
+    _throttle, error_code, session_id = r.unpack(_TOP)
     topics = []
     for _ in range(max(r.count(), 0)):
         size = r.count()
@@ -135,4 +136,4 @@ def decode_fetch_response(frame: memoryview) -> FetchResponse:
         r.skip_tags()
         topics.append(FetchedTopic(name, partitions))
     r.skip_tags()
-    return FetchResponse(correlation_id, error_code, topics)
+    return FetchResponse(correlation_id, error_code, session_id, topics)

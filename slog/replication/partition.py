@@ -17,6 +17,7 @@ import asyncio
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from slog.core import batch
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
@@ -36,12 +37,32 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
+class FetchWatcher(Protocol):
+    """A fetch session watching partitions (slog.replication.fetch_sessions)."""
+
+    wants_log_end: bool  # told of every append (a follower), not only HW moves
+    last_fetch_ms: float  # its latest fetch, whichever partitions it named
+
+    def partition_changed(self, key: tuple[str, int] | None) -> None: ...
+
+
 @dataclass
 class FollowerState:
     log_end_offset: int = -1  # unknown until its first fetch
     last_caught_up_ms: float = field(default_factory=_now_ms)
     last_fetch_ms: float = 0.0
     leader_leo_at_last_fetch: int = 0
+    # The follower's fetch session, if it has one: in an incremental session a
+    # partition whose offset did not move is not named, yet is fetched still.
+    session: FetchWatcher | None = None
+
+    def caught_up_ms(self, leader_leo: int) -> float:
+        """When it was last caught up: a follower at our LEO that keeps fetching in its
+        session is caught up as of its latest fetch, named or not (Kafka reads every
+        partition of a session on each fetch; slog only notes the fetch)."""
+        if self.session is not None and self.log_end_offset >= leader_leo:
+            return max(self.last_caught_up_ms, self.session.last_fetch_ms)
+        return self.last_caught_up_ms
 
 
 @dataclass(frozen=True)
@@ -76,7 +97,25 @@ class Partition:
         # follower fetching): the replica manager re-checks only partitions it was told of.
         self.isr_watch: Callable[[Partition], None] | None = None
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Fetch sessions reading this partition: told when it changes, so a parked
+        # fetch wakes for its own partitions only (nothing broker-wide).
+        self._watchers: set[FetchWatcher] = set()
+        self.key = (topic, partition)
         self._rebuild_producer_state()
+
+    # -- fetch watchers ------------------------------------------------------------------
+    def watch(self, watcher: FetchWatcher) -> None:
+        self._watchers.add(watcher)
+
+    def unwatch(self, watcher: FetchWatcher) -> None:
+        self._watchers.discard(watcher)
+
+    def notify_watchers(self, log_end_only: bool = False) -> None:
+        """Something a fetch reads changed: the HW or leadership (everyone), or only
+        the LEO (``log_end_only``: followers)."""
+        for watcher in list(self._watchers):
+            if not log_end_only or watcher.wants_log_end:
+                watcher.partition_changed(self.key)
 
     # -- role ------------------------------------------------------------------------
     @property
@@ -122,6 +161,7 @@ class Partition:
                     self.followers.setdefault(replica, FollowerState())
         self._maybe_advance_high_watermark()
         self._watch_isr()
+        self.notify_watchers()  # fetches re-read it: a session must not hide a move
 
     def become_follower(self, state: PartitionState) -> None:
         new_epoch = self.state is None or self.is_leader or \
@@ -134,6 +174,7 @@ class Partition:
             self.needs_truncation = True
             self._fail_waiters("not_leader_or_follower",
                                f"{self.topic}-{self.partition}: leadership moved")
+        self.notify_watchers()
 
     # -- leader data path ----------------------------------------------------------------
     def append_as_leader(
@@ -162,7 +203,8 @@ class Partition:
                                f"producer epoch {header.producer_epoch} is stale")
         info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
         self._track_producers(info)
-        self._maybe_advance_high_watermark()
+        hw_moved = self._maybe_advance_high_watermark()
+        self.notify_watchers(log_end_only=not hw_moved)
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             self.log.log_start_offset)
 
@@ -194,12 +236,15 @@ class Partition:
         limit = self.high_watermark if committed_only else None
         return self.log.read(offset, max_bytes, max_offset=limit)
 
-    def update_follower(self, replica_id: int, fetch_offset: int) -> bool:
+    def update_follower(self, replica_id: int, fetch_offset: int,
+                        session: FetchWatcher | None = None) -> bool:
         """A follower fetching at ``fetch_offset`` has everything below it.
 
         Caught up means: at the LEO now, or at least at the LEO the leader had
         when it answered the follower's previous fetch (Kafka's rule).
-        Returns True when the HW moved.
+        ``session``: the follower's fetch session, which keeps fetching this
+        partition without naming it until its offset moves.
+        Returns True when the HW moved (fetches are told).
         """
         follower = self.followers.get(replica_id)
         leo = self.log.log_end_offset
@@ -213,9 +258,13 @@ class Partition:
         follower.log_end_offset = fetch_offset
         follower.last_fetch_ms = now
         follower.leader_leo_at_last_fetch = leo
+        follower.session = session
         if replica_id not in self.isr:
             self._watch_isr()  # it may have caught up: time to propose adding it
-        return self._maybe_advance_high_watermark()
+        if self._maybe_advance_high_watermark():
+            self.notify_watchers()
+            return True
+        return False
 
     def _watch_isr(self) -> None:
         if self.isr_watch is not None:
@@ -280,11 +329,12 @@ class Partition:
             follower = self.followers.get(replica)
             if follower is None:
                 continue
+            caught_up_ms = follower.caught_up_ms(self.log.log_end_offset)
             if replica in self.isr:
-                if now - follower.last_caught_up_ms <= lag_max_ms:
+                if now - caught_up_ms <= lag_max_ms:
                     isr.append(replica)
             elif follower.log_end_offset >= max(self.high_watermark, epoch_start) and \
-                    now - follower.last_caught_up_ms <= lag_max_ms:
+                    now - caught_up_ms <= lag_max_ms:
                 isr.append(replica)
         wanted = tuple(isr)
         return None if set(wanted) == set(self.isr) else wanted
@@ -308,19 +358,24 @@ class Partition:
 
     def set_high_watermark(self, offset: int) -> None:
         """Followers learn the HW from the leader; never beyond their own LEO."""
-        self.high_watermark = min(offset, self.log.log_end_offset)
+        high_watermark = min(offset, self.log.log_end_offset)
+        if high_watermark != self.high_watermark:
+            self.high_watermark = high_watermark
+            self.notify_watchers()  # consumers reading from this follower (KIP-392)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
             self._rebuild_producer_state()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.notify_watchers()
 
     def restart_at(self, offset: int) -> None:
         """Drop the whole local log and continue from ``offset`` (the leader's log start)."""
         self.log.truncate_fully_and_start_at(offset)
         self._rebuild_producer_state()
         self.high_watermark = offset
+        self.notify_watchers()
 
     def _track_producers(self, info: AppendInfo) -> None:
         for base_offset, appended in info.batches:

@@ -6,17 +6,25 @@ fetch offset. Before a partition's first fetch in a new leader epoch, the
 fetcher asks the leader (OffsetForLeaderEpoch, KIP-101/279) where our latest
 epoch ends on the leader and truncates there, so replicas never diverge the
 way high-watermark truncation allowed.
+
+Fetches run in an incremental fetch session (KIP-227): after one full request,
+a request names only partitions whose entry changed (our LEO moved, a new
+leader epoch, a partition added) and forgets those no longer followed here or
+being truncated, so an idle follower's fetch is a few dozen bytes whatever the
+partition count. A session error or a failed connection means a full request
+next.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from slog.core.errors import CorruptRecordError, StorageError
 from slog.protocol.apis import ApiKey
+from slog.protocol.fetch_session import FetchSessionHandler
 from slog.replication.broker_channel import BrokerChannel
 from slog.replication.fetch_response import FETCH_RESPONSE_VERSION, decode_fetch_response
 from slog.replication.partition import Partition
@@ -36,13 +44,13 @@ TopicPartition = tuple[str, int]
 
 
 class ReplicaFetcher:
-    def __init__(self, broker_id: int, leader_id: int, address: tuple[str, int],
-                 on_progress: Callable[[], None]):
+    def __init__(self, broker_id: int, leader_id: int, address: tuple[str, int]):
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.address = address
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._on_progress = on_progress
+        # KIP-227: after the first full request, only partitions that changed are sent.
+        self._session = FetchSessionHandler()
         self._channel = BrokerChannel(*address, client_id=f"replica-fetcher-{broker_id}")
         self._task: asyncio.Task[None] | None = None
         self._leader_behind = False  # the last answer said "not (yet) the leader"
@@ -129,28 +137,33 @@ class ReplicaFetcher:
         if not ready:
             return False
         self._leader_behind = False
-        body = {
-            "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
-            "max_bytes": RESPONSE_FETCH_BYTES, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": _by_topic(
-                (topic, {"partition": number, "current_leader_epoch": p.leader_epoch,
-                         "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
-                         "log_start_offset": p.log.log_start_offset,
-                         "partition_max_bytes": PARTITION_FETCH_BYTES})
-                for (topic, number), p in ready.items()),
-        }
-        # Decoded by hand: the records stay slices of the received frame (no copy).
-        response = decode_fetch_response(
-            await self._channel.request_frame(ApiKey.FETCH, FETCH_VERSION, body))
-        progressed = response.error_code == 0
+        # Partitions being truncated are left out (forgotten): the leader would
+        # otherwise keep sending records we cannot append yet.
+        wanted = {key: {"current_leader_epoch": p.leader_epoch,
+                        "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
+                        "log_start_offset": p.log.log_start_offset,
+                        "partition_max_bytes": PARTITION_FETCH_BYTES}
+                  for key, p in ready.items()}
+        body = {"replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
+                "max_bytes": RESPONSE_FETCH_BYTES, "isolation_level": 0, "rack_id": "",
+                **self._session.build(wanted)}
+        try:
+            frame = await self._channel.request_frame(ApiKey.FETCH, FETCH_VERSION, body)
+            # Decoded by hand: the records stay slices of the received frame (no copy).
+            response = decode_fetch_response(frame)
+        except BaseException:
+            self._session.reset()  # whatever the leader got, start over with a full request
+            raise
+        progressed = self._session.handle_response(response.error_code, response.session_id)
+        if response.error_code and not progressed:
+            log.info("fetch session with broker %d: error %d, sending a full request next",
+                     self.leader_id, response.error_code)
         for topic in response.responses:
             for result in topic.partitions:
                 partition = ready.get((topic.topic, result.partition_index))
                 if partition is not None and partition is self.partitions.get(
                         (topic.topic, result.partition_index)):
                     progressed &= self._apply(partition, result)
-        self._on_progress()
         return progressed
 
     def _apply(self, partition: Partition, result: Any) -> bool:
@@ -195,9 +208,8 @@ def _by_topic(items: Iterable[tuple[str, dict[str, Any]]]) -> list[dict[str, Any
 class ReplicaFetcherManager:
     """Keeps one fetcher per leader, each following exactly our follower partitions."""
 
-    def __init__(self, broker_id: int, on_progress: Callable[[], None]):
+    def __init__(self, broker_id: int):
         self.broker_id = broker_id
-        self._on_progress = on_progress
         self.fetchers: dict[int, ReplicaFetcher] = {}
 
     def assign(self, follow: dict[TopicPartition, tuple[Partition, int, tuple[str, int]]]
@@ -215,8 +227,7 @@ class ReplicaFetcherManager:
         for leader, partitions in wanted.items():
             fetcher = self.fetchers.get(leader)
             if fetcher is None:
-                fetcher = ReplicaFetcher(self.broker_id, leader, addresses[leader],
-                                         self._on_progress)
+                fetcher = ReplicaFetcher(self.broker_id, leader, addresses[leader])
                 self.fetchers[leader] = fetcher
                 fetcher.start()
             fetcher.partitions = partitions

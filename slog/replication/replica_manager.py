@@ -2,15 +2,15 @@
 
 It turns each new :class:`MetadataImage` into local state changes (create a
 log, become leader or follower, delete a removed topic's files, start or stop
-following a leader) and serves the data path: leader appends, fetches with
-long-poll wake-ups, and the periodic ISR check whose proposals go to the
-controller.
+following a leader) and serves the data path: leader appends, the fetch
+session cache (long polls park on their own partitions, see
+:mod:`slog.replication.fetch_sessions`), and the periodic ISR check whose
+proposals go to the controller.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import os
@@ -25,6 +25,7 @@ from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager, NewLog
 from slog.core.metadata import MetadataDelta, MetadataImage, PartitionState
+from slog.replication.fetch_sessions import FetchSessionCache
 from slog.replication.partition import Partition
 from slog.replication.replica_fetcher import ReplicaFetcherManager
 
@@ -77,9 +78,10 @@ class ReplicaManager:
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._data_arrived = asyncio.Event()
         self._image: MetadataImage | None = None
-        self.fetchers = ReplicaFetcherManager(self.broker_id, self.notify)
+        self.fetch_sessions = FetchSessionCache(
+            config.get_int("max.incremental.fetch.session.cache.slots"))
+        self.fetchers = ReplicaFetcherManager(self.broker_id)
         # Leaders whose ISR may need a change, by when (see maintain_isr).
         self._isr_due: DueSchedule[TopicPartition] = DueSchedule()
         # Told (topic, partition, is_leader) whenever this broker's role changes.
@@ -154,7 +156,6 @@ class ReplicaManager:
         if new:
             self._create(new, image)
         self._assign_fetchers()
-        self.notify()
 
     def _affected(self, image: MetadataImage, delta: MetadataDelta) -> set[TopicPartition]:
         """The partitions ``delta`` may change here."""
@@ -245,7 +246,6 @@ class ReplicaManager:
             self._creating.difference_update(chunk)
             self._created(chunk, {key: logs[key] for key in chunk if key in logs})
             self._assign_fetchers()
-            self.notify()
             await asyncio.sleep(0)
 
     def _created(self, topic_ids: dict[TopicPartition, str],
@@ -306,7 +306,9 @@ class ReplicaManager:
         return partition
 
     def _remove(self, key: TopicPartition) -> None:
-        self.partitions.pop(key, None)
+        removed = self.partitions.pop(key, None)
+        if removed is not None:
+            removed.notify_watchers()  # its fetches answer UNKNOWN_TOPIC_OR_PARTITION now
         if self._follow.pop(key, None) is not None:
             self._fetchers_stale = True
         self.log_manager.delete(*key)
@@ -322,16 +324,6 @@ class ReplicaManager:
     # -- data path --------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
-
-    def notify(self) -> None:
-        """Wake every long-polling fetch: new data or a new high watermark."""
-        self._data_arrived.set()
-        self._data_arrived = asyncio.Event()
-
-    async def wait_for_data(self, timeout_s: float) -> None:
-        event = self._data_arrived
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout_s)
 
     def check_isr_soon(self, partition: Partition) -> None:
         """Have the next ISR tick look at ``partition`` (it may be able to change)."""

@@ -9,6 +9,7 @@ from slog.broker.handlers import (
     cluster,
     configs,
     data,
+    fetch,
     groups,
     log_dirs,
     reassign,
@@ -19,7 +20,7 @@ from slog.broker.handlers import (
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
-    for module in (cluster, data, admin, configs, replication, reassign, groups, log_dirs,
-                   sasl, acls):
+    for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
+                   log_dirs, sasl, acls):
         handlers.update(module.HANDLERS)
     return handlers

@@ -1,37 +1,24 @@
-"""The data path: Produce, Fetch, ListOffsets and InitProducerId."""
+"""The data path: Produce, ListOffsets and InitProducerId (Fetch: ``fetch.py``)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
-from slog.broker.dispatcher import CLOSE_CONNECTION, NO_RESPONSE, Encoded, RequestContext
+from slog.broker.dispatcher import CLOSE_CONNECTION, NO_RESPONSE, RequestContext
 from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC, code
 from slog.core import batch
-from slog.core.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
+from slog.core.errors import CorruptRecordError, StorageError
 from slog.core.log import RecordTooLargeError
 from slog.protocol.apis import ApiKey
-from slog.protocol.errors import ErrorCode
-from slog.protocol.fetch_encoding import (
-    FetchPartitionResult,
-    FetchTopicResult,
-    encode_fetch_response,
-)
 from slog.protocol.shapes import millis
 from slog.replication.partition import Partition, ReplicaError
-from slog.replication.replica_selector import (
-    NO_PREFERRED_REPLICA,
-    ReplicaView,
-    preferred_read_replica,
-)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 CORRUPT_MESSAGE = code("corrupt_message")
 INVALID_RECORD = code("invalid_record")
-FETCH_FROM_FOLLOWER_VERSION = 11  # KIP-392: rack_id and preferred_read_replica
 
 
 # -- Produce ------------------------------------------------------------------------
@@ -110,7 +97,6 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
                 continue
             partitions.append(_append(ctx, topic.name, data.index, data.records, acks, commits))
         responses.append({"name": topic.name, "partition_responses": partitions})
-    ctx.broker.replicas.notify()
     if commits:
         await _await_commits(commits, millis(request.timeout) / 1000)
     if acks == 0:
@@ -130,129 +116,6 @@ def check_leader_epoch(partition: Partition, requested: int) -> int:
     if requested > partition.leader_epoch:
         return code("unknown_leader_epoch")
     return NONE
-
-
-def _read_partition(ctx: RequestContext, topic: str, request: Any, budget: int,
-                    follower: int, client_rack: str) -> tuple[FetchPartitionResult, int, bool]:
-    """One partition of a fetch: (result, bytes read, answer now without waiting)."""
-    partition = ctx.broker.replicas.get(topic, request.partition)
-    result = FetchPartitionResult(partition_index=request.partition)
-    if partition is None:
-        result.error_code = UNKNOWN_TOPIC
-        return result, 0, True
-    result.high_watermark = partition.high_watermark
-    result.last_stable_offset = partition.high_watermark
-    result.log_start_offset = partition.log.log_start_offset
-    if not partition.is_leader:
-        why_not = _why_follower_cannot_serve(ctx, partition, follower)
-        if why_not is not ErrorCode.none:
-            result.error_code = why_not
-            return result, 0, True
-    current_epoch = getattr(request, "current_leader_epoch", -1)
-    result.error_code = check_leader_epoch(partition, current_epoch)
-    if result.error_code != NONE:
-        return result, 0, True
-    if follower >= 0 and partition.update_follower(follower, request.fetch_offset):
-        ctx.broker.replicas.notify()  # the HW moved: consumers and acks=all may proceed
-    if follower < 0 and client_rack and partition.is_leader and \
-            ctx.broker.config.fetch_from_follower:
-        preferred = _preferred_read_replica(ctx, partition, client_rack, request.fetch_offset)
-        if preferred != NO_PREFERRED_REPLICA:
-            # KIP-392: no records, only where to read them; the consumer moves there.
-            result.preferred_read_replica = preferred
-            return result, 0, True
-    try:
-        fetched = ctx.broker.replication_throttle.read(  # throttles reassignment copies only
-            ctx.broker.image, partition, follower, request.fetch_offset,
-            min(budget, request.partition_max_bytes))
-    except OffsetOutOfRangeError:
-        if not partition.is_leader and current_epoch < 0 and \
-                request.fetch_offset > partition.log.log_end_offset:
-            # A consumer without leader epochs (KIP-320) may be here on stale metadata:
-            # Kafka answers empty so it retries instead of resetting its position.
-            return result, 0, False
-        result.error_code = ErrorCode.offset_out_of_range
-        return result, 0, True
-    result.records = fetched.views
-    result.high_watermark = partition.high_watermark
-    return result, fetched.size, False
-
-
-def _why_follower_cannot_serve(ctx: RequestContext, partition: Partition, follower: int
-                               ) -> ErrorCode:
-    """KIP-392: a follower serves consumers that fetch with v11+ (they know to expect it),
-    while it is in the ISR; anyone else is sent back to the leader."""
-    if follower >= 0 or ctx.version < FETCH_FROM_FOLLOWER_VERSION:
-        return ErrorCode.not_leader_or_follower
-    if partition.broker_id not in partition.isr:
-        # Out of the ISR it may lag without bound: back to the leader, who knows.
-        return ErrorCode.not_leader_or_follower
-    return ErrorCode.none
-
-
-def _preferred_read_replica(ctx: RequestContext, partition: Partition, client_rack: str,
-                            fetch_offset: int) -> int:
-    image = ctx.broker.image
-    live = {b.broker_id for b in image.live_brokers()}
-    followers = [
-        ReplicaView(replica, rack, state.log_end_offset, state.last_caught_up_ms)
-        for replica, state in partition.followers.items()
-        if replica in partition.isr and replica in live
-        and replica not in partition.fenced_replicas
-        and (rack := image.brokers[replica].rack) is not None
-    ]
-    leader = ReplicaView(ctx.broker.broker_id, ctx.broker.config.rack,
-                         partition.log.log_end_offset, 0.0)
-    return preferred_read_replica(client_rack, leader, followers, fetch_offset)
-
-
-def _gather(ctx: RequestContext, request: Any, follower: int) -> tuple[list[FetchTopicResult],
-                                                                     int, bool]:
-    budget = request.max_bytes if ctx.version >= 3 else 2**31 - 1
-    client_rack = (getattr(request, "rack_id", "") or "") if follower < 0 else ""
-    total, answer_now = 0, False
-    topics = []
-    for topic in request.topics:
-        results = []
-        for part in topic.partitions:
-            # KIP-74: once something is returned, later partitions get only what is left.
-            result, size, now = _read_partition(ctx, topic.topic, part, max(budget - total, 0)
-                                                if total else budget, follower, client_rack)
-            answer_now |= now
-            total += size
-            results.append(result)
-        topics.append(FetchTopicResult(topic=topic.topic, partitions=results))
-    return topics, total, answer_now
-
-
-async def fetch(ctx: RequestContext, request: Any) -> Encoded:
-    follower = request.replica_id
-    max_wait_s = millis(request.max_wait) / 1000
-    deadline = time.monotonic() + max_wait_s
-    session_error = NONE
-    if getattr(request, "session_id", 0) != 0:
-        session_error = code("fetch_session_id_not_found")  # slog keeps no fetch sessions
-        topics: list[FetchTopicResult] = []
-    else:
-        marks = None
-        while True:
-            topics, total, answer_now = _gather(ctx, request, follower)
-            remaining = deadline - time.monotonic()
-            if total >= request.min_bytes or answer_now or remaining <= 0:
-                break
-            # Woken by new data or a moved high watermark: a follower replica serving
-            # consumers wakes as its own HW advances with each answer from the leader.
-            # A replica fetcher also wants to hear about a new high watermark promptly.
-            hws = [p.high_watermark for t in topics for p in t.partitions]
-            if follower >= 0 and marks is not None and hws != marks:
-                break
-            marks = hws
-            await ctx.broker.replicas.wait_for_data(remaining)
-    buffers = encode_fetch_response(
-        ctx.header, ctx.version, throttle_ms=0, error_code=session_error, session_id=0,
-        topics=topics,
-    )
-    return Encoded(buffers)
 
 
 # -- ListOffsets --------------------------------------------------------------------
@@ -324,7 +187,6 @@ async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 HANDLERS = {
     ApiKey.PRODUCE: produce,
-    ApiKey.FETCH: fetch,
     ApiKey.LIST_OFFSETS: list_offsets,
     ApiKey.INIT_PRODUCER_ID: init_producer_id,
 }

@@ -1,0 +1,89 @@
+"""Partition and fetch sessions, without a broker: who is woken, and idle followers in the ISR."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from slog.core.log import PartitionLog
+from slog.core.log_config import LogConfig
+from slog.core.metadata import PartitionState
+from slog.core.records import build_batch
+from slog.replication.fetch_sessions import INITIAL_EPOCH, FetchSessionCache
+from slog.replication.partition import Partition
+
+
+def leader(tmp_path: Path, isr: tuple[int, ...] = (1, 2)) -> Partition:
+    partition = Partition("w", 0, PartitionLog.open(tmp_path / "w-0", LogConfig()), 1)
+    partition.become_leader(PartitionState("w", 0, replicas=(1, 2), isr=isr, leader=1,
+                                           leader_epoch=0, partition_epoch=0))
+    return partition
+
+
+def append(partition: Partition, count: int = 1) -> int:
+    partition.append_as_leader(build_batch([(None, b"v", (), None)] * count),
+                               required_acks=1, min_insync_replicas=1)
+    return partition.log.log_end_offset
+
+
+def session(cache: FetchSessionCache, follower: bool):
+    s = cache.open(0, INITIAL_EPOCH, follower, [("w", [_Part()])], []).session
+    s.take_dirty()
+    return s
+
+
+class _Part:
+    partition = 0
+    fetch_offset = 0
+    current_leader_epoch = -1
+    log_start_offset = -1
+    partition_max_bytes = 1024
+
+
+def test_an_append_wakes_followers_a_new_high_watermark_everyone(tmp_path: Path) -> None:
+    partition = leader(tmp_path)
+    cache = FetchSessionCache(10)
+    follower, consumer = session(cache, True), session(cache, False)
+    follower.watch(("w", 0), partition)
+    consumer.watch(("w", 0), partition)
+    end = append(partition)  # the HW waits for broker 2: only the LEO moved
+    assert follower.take_dirty() == {("w", 0)} and consumer.take_dirty() == set()
+    partition.update_follower(2, end, follower)  # the HW moves
+    assert consumer.take_dirty() == {("w", 0)} and follower.take_dirty() == {("w", 0)}
+    cache.remove(follower.id)
+    append(partition)
+    assert follower.take_dirty() == set()  # a closed session hears nothing more
+
+
+def test_leadership_change_wakes_every_session(tmp_path: Path) -> None:
+    partition = leader(tmp_path)
+    consumer = session(FetchSessionCache(10), False)
+    consumer.watch(("w", 0), partition)
+    partition.become_follower(PartitionState("w", 0, replicas=(1, 2), isr=(2,), leader=2,
+                                             leader_epoch=1, partition_epoch=1))
+    assert consumer.take_dirty() == {("w", 0)}
+
+
+def test_idle_follower_in_a_session_stays_in_the_isr(tmp_path: Path) -> None:
+    partition = leader(tmp_path)
+    follower = session(FetchSessionCache(10), True)
+    end = append(partition, 3)
+    partition.update_follower(2, end, follower)
+    lag_ms = 50
+    time.sleep(0.1)
+    # The follower keeps fetching in its session without naming the partition.
+    follower.last_fetch_ms = time.monotonic() * 1000
+    assert partition.wanted_isr(lag_max_ms=lag_ms) is None  # still caught up
+    # Behind the leader's LEO, its session's fetches no longer count.
+    append(partition)
+    time.sleep(0.1)
+    follower.last_fetch_ms = time.monotonic() * 1000
+    assert partition.wanted_isr(lag_max_ms=lag_ms) == (1,)
+
+
+def test_without_a_session_an_unnamed_follower_drops_out(tmp_path: Path) -> None:
+    partition = leader(tmp_path)
+    end = append(partition, 3)
+    partition.update_follower(2, end)
+    time.sleep(0.1)
+    assert partition.wanted_isr(lag_max_ms=50) == (1,)
