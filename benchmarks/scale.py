@@ -253,6 +253,7 @@ class Row:
     restart_caught_up_s: float = float("nan")
     clean_listen_s: float = float("nan")
     clean_caught_up_s: float = float("nan")
+    live_fencings: int = 0  # fencings of a broker that was not killed or stopped
     notes: list[str] = field(default_factory=list)
 
 
@@ -371,6 +372,19 @@ def measure_restarts(cluster: Cluster, victim: int, row: Row, deadline: Deadline
     row.clean_caught_up_s = time.monotonic() - started
 
 
+def live_fencings(cluster: Cluster) -> int:
+    """Fencings the controller logged for a stale heartbeat: a broker whose process was
+    alive (a kill -9 is fenced by the lock probe, a restart as "restarted")."""
+    count = 0
+    for broker_id in range(1, BROKERS + 1):
+        log = cluster.layout.broker_dir(broker_id) / "broker.log"
+        with contextlib.suppress(OSError):
+            for line in log.read_text(errors="replace").splitlines():
+                if "fencing broker" in line and ": heartbeat " in line:
+                    count += 1
+    return count
+
+
 def run_row(root: Path, partitions: int, deadline: Deadline) -> Row:
     row = Row(partitions)
     plan = topic_plan(partitions)
@@ -387,6 +401,7 @@ def run_row(root: Path, partitions: int, deadline: Deadline) -> Row:
         print(f"    failover of broker {victim} ({row.failover_led} leaderships): "
               f"{row.failover_leaders_s:.2f} s", flush=True)
         measure_restarts(cluster, victim, row, deadline)
+        row.live_fencings = live_fencings(cluster)
     shutil.rmtree(cluster.root, ignore_errors=True)
     return row
 
@@ -410,6 +425,7 @@ def report(rows: list[Row]) -> bool:
         ("failover ack s", "failover_ack_s", "{:.2f}"),
         ("restart (kill) listen/caught up s", None, None),
         ("restart (clean) listen/caught up s", None, None),
+        ("live brokers fenced", "live_fencings", "{}"),
     ]
     header = [c[0] for c in columns]
     lines = []
