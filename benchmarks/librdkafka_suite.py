@@ -59,7 +59,10 @@ CLUSTER_CONFIG = ["num.partitions=4", "default.replication.factor=3",
                   # The suite's cluster gives broker N the rack RACK<N> and turns on
                   # fetch-from-follower (0101 skips itself otherwise).
                   "replica.selector.class="
-                  "org.apache.kafka.common.replica.RackAwareReplicaSelector"]
+                  "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                  # Kafka's default (slog's is 0 for quick local joins): the tests'
+                  # rebalance counts assume members that start together join together.
+                  "group.initial.rebalance.delay.ms=3000"]
 RACKS = ",".join(f"RACK{n}" for n in range(1, 4))
 BROKERS = 3
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

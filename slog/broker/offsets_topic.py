@@ -49,6 +49,11 @@ class OffsetsTopicLog:
         found = replicas.get(OFFSETS_TOPIC, partition) if replicas is not None else None
         return found is not None and found.is_leader
 
+    def becoming_leader(self, partition: int) -> bool:
+        state = self._broker.image.partition(OFFSETS_TOPIC, partition)
+        return state is not None and state.leader == self._broker.broker_id and \
+            not self.is_leader(partition)
+
     def _leader(self, partition: int) -> Partition:
         replicas = self._broker.replicas
         found = replicas.get(OFFSETS_TOPIC, partition) if replicas is not None else None

@@ -60,6 +60,10 @@ class OffsetsLog(Protocol):
     def is_leader(self, partition: int) -> bool:
         """Whether this broker still leads the partition (it may have been deleted)."""
 
+    def becoming_leader(self, partition: int) -> bool:
+        """Whether the metadata names this broker the partition's leader but its replica
+        has not taken the role yet (its files are still being made)."""
+
     def append(self, partition: int, batch: bytes) -> int:
         """Append one batch as leader; returns its last offset or raises StoreError."""
 
@@ -105,7 +109,11 @@ class GroupMetadataManager:
         return partition_for(group_id, self.partition_count())
 
     def is_loading(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.loading
+        """Loading, or about to: Kafka answers COORDINATOR_LOAD_IN_PROGRESS from the
+        moment the broker is named leader, and clients wait instead of failing."""
+        partition = self.partition_for(group_id)
+        return partition in self.loading or \
+            (partition not in self.owned and self.log.becoming_leader(partition))
 
     def owns(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.owned

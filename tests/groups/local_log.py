@@ -16,12 +16,16 @@ class LocalOffsetsLog:
         self.logs = {p: PartitionLog.open(root / f"__consumer_offsets-{p}", config)
                      for p in range(partitions)}
         self.leading = set(self.logs)
+        self.becoming: set[int] = set()  # named leader by the metadata, role not taken yet
 
     def partition_count(self) -> int | None:
         return len(self.logs)
 
     def is_leader(self, partition: int) -> bool:
         return partition in self.leading
+
+    def becoming_leader(self, partition: int) -> bool:
+        return partition in self.becoming
 
     def append(self, partition: int, batch: bytes) -> int:
         if partition not in self.leading:

@@ -377,6 +377,19 @@ def test_requests_wait_while_the_partition_loads(h: Harness, tmp_path: Path) -> 
     asyncio.run(scenario())
 
 
+def test_a_partition_named_ours_but_not_yet_taken_is_loading(h: Harness) -> None:
+    """Between the metadata naming this broker leader and its replica taking the role
+    (new logs are made on a worker thread), clients are told to wait, not to look
+    for another coordinator: librdkafka surfaces NOT_COORDINATOR to a consumer."""
+    h.manager.on_resignation(0)
+    assert h.join(version=3).value.error is E.NOT_COORDINATOR
+    h.log.becoming.add(0)
+    assert h.join(version=3).value.error is E.COORDINATOR_LOAD_IN_PROGRESS
+    h.log.becoming.clear()
+    h.manager.on_election(0)
+    assert h.join(version=3).value.error is E.NONE
+
+
 def test_losing_the_partition_answers_pending_requests(h: Harness) -> None:
     a = h.join_new().value
     h.sync(a, assignments={})

@@ -63,7 +63,10 @@ def test_cli_start_writes_broker_json_and_stop_shuts_down_cleanly(data_dir: Path
     assert result.returncode == 0, result.stderr
     info_path = broker_dir(data_dir) / "broker.json"
     info = json.loads(info_path.read_text())
-    assert set(info) == {"broker_id", "host", "port", "pid", "started_at"}
+    assert set(info) == {"broker_id", "host", "port", "pid", "started_at", "rack", "listeners"}
+    assert info["rack"] is None
+    assert info["listeners"] == [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": port,
+                                  "security_protocol": "PLAINTEXT"}]
     assert (info["broker_id"], info["host"], info["port"]) == (BROKER_ID, "127.0.0.1", port)
     assert started - 1 <= info["started_at"] <= time.time()
     assert f"broker {BROKER_ID} started on 127.0.0.1:{port} (pid {info['pid']})" in result.stdout
