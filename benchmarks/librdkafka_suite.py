@@ -37,13 +37,11 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -52,6 +50,10 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.brokers import free_port_range  # noqa: E402
 
 BUILD_PACKAGES = ["build-essential", "pkg-config", "python3", "libssl-dev", "zlib1g-dev",
                   "libzstd-dev", "liblz4-dev", "libsasl2-dev", "rapidjson-dev"]  # JSON tests
@@ -147,19 +149,6 @@ def build(source: Path, build_dir: Path) -> Path:
 
 
 # -- 3. cluster --------------------------------------------------------------------------------
-def free_base_port(count: int) -> int:
-    for base in range(31000, 60000 - count, 7):
-        with contextlib.ExitStack() as stack:
-            try:
-                for port in range(base, base + count):
-                    sock = stack.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return base
-    raise SystemExit(f"no {count} consecutive free ports")
-
-
 def slog(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "slog.cli", *args], capture_output=True,
                           text=True)
@@ -343,7 +332,7 @@ def main() -> int:
     data_dir = Path(tempfile.mkdtemp(prefix="slog-rdk-data-"))
     logs = build_dir / "logs" / time.strftime("%Y%m%d-%H%M%S")
     logs.mkdir(parents=True)
-    base_port = options.base_port or free_base_port(BROKERS)
+    base_port = options.base_port or free_port_range(BROKERS)
     started = time.monotonic()
     rows: list[Row] = [Row(n, "skip", 0.0, "share groups (KIP-932): slog has none")
                        for n in share]
