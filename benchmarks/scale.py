@@ -58,7 +58,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,16 +67,12 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_support import BenchTimeout, Deadline  # noqa: E402
+from cluster import BROKERS, running  # noqa: E402
+from cluster import Cluster as BenchCluster  # noqa: E402
 
 from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E402
 from slog.broker.liveness import starting_marker  # noqa: E402
-from slog.core.datadir import known_broker_ids, read_broker_info  # noqa: E402
-from slog.core.metadata import MetadataImage  # noqa: E402
-from slog.core.metadata_log import MetadataLogReader  # noqa: E402
-from slog.core.names import DataDirLayout  # noqa: E402
-from tests.brokers import free_port_range  # noqa: E402
 
-BROKERS = 3
 TOPIC_WIDTH = 100  # partitions per topic above 1,000
 IDLE_SETTLE_S = 15.0
 IDLE_WINDOW_S = 10.0
@@ -122,49 +118,22 @@ def timed(cmd: list[str], timeout: float) -> float:
     return elapsed
 
 
-class Cluster:
-    def __init__(self, root: Path):
-        self.root = root
-        self.layout = DataDirLayout(root)
-        self.base_port = free_port_range(BROKERS)
-        self._reader = MetadataLogReader(self.layout.metadata_dir)
-        self._image = MetadataImage()
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(self.address(b) for b in range(1, BROKERS + 1))
+class Cluster(BenchCluster):
+    """benchmarks/cluster.py's cluster, started with this benchmark's broker settings."""
 
     def address(self, broker_id: int) -> str:
         return f"127.0.0.1:{self.base_port + broker_id - 1}"
 
-    def up(self, deadline: Deadline) -> None:
+    def up(self, deadline: Deadline) -> float:
         args = [a for k, v in BROKER_CONFIG.items() for a in ("-c", f"{k}={v}")]
+        started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "slog.cli", "cluster", "up", "--brokers", str(BROKERS),
              "--data-dir", str(self.root), "--base-port", str(self.base_port), *args],
             capture_output=True, text=True, timeout=min(120.0, deadline.left()), check=False)
         if done.returncode != 0:
             raise RuntimeError(f"slog cluster up failed:\n{done.stdout}\n{done.stderr}")
-
-    def down(self) -> None:
-        for broker_id in known_broker_ids(self.layout):
-            with contextlib.suppress(Exception):
-                stop_daemon(broker_id, self.root, timeout_s=60)
-            info = read_broker_info(self.layout, broker_id)
-            if info is not None and is_running(self.layout, broker_id):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(info.pid, signal.SIGKILL)
-
-    def image(self) -> MetadataImage:
-        for offset, record in self._reader.poll():
-            self._image.apply(record, offset)
-        return self._image
-
-    def pid(self, broker_id: int) -> int:
-        info = read_broker_info(self.layout, broker_id)
-        if info is None:
-            raise RuntimeError(f"broker {broker_id} has no broker.json")
-        return info.pid
+        return time.monotonic() - started
 
     def pids(self) -> list[int]:
         return [self.pid(b) for b in range(1, BROKERS + 1)]
@@ -183,14 +152,6 @@ class Cluster:
 
     def caught_up(self, broker_id: int) -> bool:
         return not starting_marker(self.layout, broker_id).exists()
-
-
-@contextlib.contextmanager
-def running(cluster: Cluster) -> Iterator[Cluster]:
-    try:
-        yield cluster
-    finally:
-        cluster.down()
 
 
 class ResponsivenessProbe:
