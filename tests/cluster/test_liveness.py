@@ -21,9 +21,10 @@ from slog.broker.liveness import HEARTBEAT_INTERVAL_S
 from slog.client import Admin, NewTopic
 from tests.cluster.conftest import Cluster, wait_until
 
-PARTITIONS = 1000
-# Shorter than the cluster tests' FAST timeout: restarting with PARTITIONS replicas
-# takes about a second now, and the busy spell must outlast the timeout to prove anything.
+PARTITIONS = 5000
+# Shorter than the cluster tests' FAST timeout, and PARTITIONS large enough that a restart
+# stays busy for about two seconds (0.7 s at 1,000 once the scale work landed: too short to
+# prove anything): the busy spell must outlast the timeout with room to spare.
 SESSION_TIMEOUT_MS = 800
 SESSION_TIMEOUT_S = SESSION_TIMEOUT_MS / 1000
 BUSY_WAIT_S = 240.0  # a 2-core machine shared with other test runs
