@@ -35,6 +35,9 @@ METADATA_LOG_CONFIG = LogConfig(segment_bytes=8 * 1024 * 1024, retention_ms=-1, 
                                 max_message_bytes=64 * 1024 * 1024)
 
 
+RELIST_S = 1.0
+
+
 def metadata_log_dir(metadata_dir: Path) -> Path:
     return metadata_dir / METADATA_PARTITION_DIR
 
@@ -87,13 +90,16 @@ class MetadataLogReader:
         self.next_offset = start_offset
         self._segment_base: int | None = None
         self._position = 0  # byte position of next_offset's batch in that segment
+        # The segment listing, re-read only when the directory changed (or after
+        # RELIST_S, in case a roll fell in the same mtime tick as the last listing):
+        # every broker polls 20 times a second, mostly to find nothing new.
+        self._listing: list[tuple[int, Path]] = []
+        self._listed: tuple[int, float] | None = None  # (directory mtime, monotonic time)
 
     def poll(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Yield ``(offset, record)`` for every complete record past ``next_offset``."""
-        if not self.directory.is_dir():
-            return
         while True:
-            segments = _segment_files(self.directory)
+            segments = self._segments()
             current = [(b, p) for b, p in segments if b <= self.next_offset]
             if not current:
                 return
@@ -105,6 +111,17 @@ class MetadataLogReader:
             # Move on only when a later segment starts exactly where we stopped.
             if self.next_offset == before or not any(b == self.next_offset for b, _ in segments):
                 return
+
+    def _segments(self) -> list[tuple[int, Path]]:
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:
+            return []
+        now = time.monotonic()
+        if self._listed is None or self._listed[0] != mtime or now - self._listed[1] > RELIST_S:
+            self._listing = _segment_files(self.directory)
+            self._listed = (mtime, now)
+        return self._listing
 
     def _read_segment(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
