@@ -7,6 +7,8 @@ write goes to a log that a fresh coordinator then loads back.
 from __future__ import annotations
 
 import asyncio
+import logging
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 
 from slog.core.consumer_protocol import Subscription, encode_subscription
+from slog.core.records import BatchBuilder
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.group import GroupState
 from slog.groups.manager import GroupMetadataManager
@@ -354,6 +357,35 @@ def test_a_new_coordinator_loads_groups_and_offsets_from_the_log(h: Harness, tmp
     assert fresh.heartbeat(a) is E.NONE
     fresh.advance(600)
     assert fresh.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+
+
+def test_loading_skips_unknown_and_invalid_records_with_a_warning(
+        h: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    h.commit("solo", "", -1, {("t", 0): 5})
+
+    def text(value: str) -> bytes:
+        return struct.pack(">h", len(value)) + value.encode()
+
+    builder = BatchBuilder()
+    for key, value in [
+        (b"\x00\x05" + text("solo"), b"from a newer coordinator"),  # unknown key version
+        (b"\x00\x05" + text("other"), b"again"),
+        (b"\x00\x0b" + text("solo"), None),
+        (b"\x00\x01" + text("solo") + text("t") + struct.pack(">i", -1),  # partition -1
+         b"\x00\x03" + struct.pack(">qi", 9, 0) + text("") + struct.pack(">q", 1)),
+        (b"\x00\x01" + text("solo") + text("t") + struct.pack(">i", 0),  # value v9: newer
+         b"\x00\x09" + b"\x00" * 24),
+        (b"\x00\x02" + text("solo"), b"\x00\x03" + text("consumer") + struct.pack(">i", -4)),
+    ]:
+        builder.append(key, value, (), 1)
+    h.log.append(0, builder.build())
+    with caplog.at_level(logging.WARNING, logger="slog.groups"):
+        fresh = Harness(tmp_path, log=h.log)
+    assert fresh.coordinator.handle_fetch_offsets("solo", None)[1] == {
+        ("t", 0): OffsetAndMetadata(5, -1, "", 1_700_000_000_000)}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert sum("unknown key versions" in w and "{5: 2, 11: 1}" in w for w in warnings) == 1
+    assert sum("skipping unreadable" in w for w in warnings) == 3
 
 
 def test_requests_wait_while_the_partition_loads(h: Harness, tmp_path: Path) -> None:
