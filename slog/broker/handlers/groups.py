@@ -39,7 +39,7 @@ NO_OFFSET = -1
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.groups  # type: ignore[return-value]
+    return ctx.broker.groups
 
 
 def _err(error: Errors) -> int:
