@@ -22,6 +22,12 @@ from slog.groups.group import GroupState
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import Errors, JoinResult, SyncResult
 from slog.groups.offsets import OffsetAndMetadata
+from slog.groups.requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 from tests.groups.local_log import LocalOffsetsLog
 
 E = Errors
@@ -59,9 +65,10 @@ class Harness:
              rebalance: int = 1000, protocol_type: str = "consumer",
              client: str = "client") -> Box:
         box = Box()
-        self.coordinator.handle_join_group(
-            group, member, instance, version >= 4 and instance is None, version >= 9, client,
-            "/127.0.0.1", rebalance, session, protocol_type, protocols, box)
+        self.coordinator.handle_join_group(JoinGroupRequest(
+            group, member, instance, client, "/127.0.0.1", rebalance, session, protocol_type,
+            protocols, require_known_member_id=version >= 4 and instance is None,
+            support_skip_assignment=version >= 9), box)
         return box
 
     def join_new(self, group: str = "g", **kwargs: Any) -> Box:
@@ -74,24 +81,24 @@ class Harness:
              assignments: dict[str, bytes] | None = None, generation: int | None = None,
              instance: str | None = None) -> Box:
         box = Box()
-        self.coordinator.handle_sync_group(
+        self.coordinator.handle_sync_group(SyncGroupRequest(
             group, result.generation_id if generation is None else generation,
-            result.member_id, "consumer", result.protocol_name, instance, assignments or {}, box)
+            result.member_id, instance, "consumer", result.protocol_name, assignments or {}), box)
         return box
 
     def heartbeat(self, result: JoinResult, group: str = "g", generation: int | None = None
                   ) -> Errors:
-        return self.coordinator.handle_heartbeat(
+        return self.coordinator.handle_heartbeat(HeartbeatRequest(
             group, result.member_id, None,
-            result.generation_id if generation is None else generation)
+            result.generation_id if generation is None else generation))
 
     def commit(self, group: str, member: str, generation: int,
                offsets: dict[tuple[str, int], int], metadata: str = "") -> dict[Any, Errors]:
         box = Box()
-        self.coordinator.handle_commit_offsets(
+        self.coordinator.handle_commit_offsets(OffsetCommitRequest(
             group, member, None, generation,
             {tp: OffsetAndMetadata(o, -1, metadata, 1_700_000_000_000)
-             for tp, o in offsets.items()}, box)
+             for tp, o in offsets.items()}), box)
         return box.value
 
     def advance(self, ms: float) -> None:
@@ -155,10 +162,11 @@ def test_rebalance_when_a_member_arrives(h: Harness) -> None:
 def test_heartbeat_and_sync_errors(h: Harness) -> None:
     a, _ = stable_pair(h)
     assert h.heartbeat(a, generation=1) is E.ILLEGAL_GENERATION
-    assert h.coordinator.handle_heartbeat("g", "stranger", None, 2) is E.UNKNOWN_MEMBER_ID
-    assert h.coordinator.handle_heartbeat("nope", "x", None, 1) is E.UNKNOWN_MEMBER_ID
+    beat = h.coordinator.handle_heartbeat
+    assert beat(HeartbeatRequest("g", "stranger", None, 2)) is E.UNKNOWN_MEMBER_ID
+    assert beat(HeartbeatRequest("nope", "x", None, 1)) is E.UNKNOWN_MEMBER_ID
     assert h.sync(a, generation=7).value.error is E.ILLEGAL_GENERATION
-    assert h.coordinator.handle_heartbeat("", "x", None, 1) is E.INVALID_GROUP_ID
+    assert beat(HeartbeatRequest("", "x", None, 1)) is E.INVALID_GROUP_ID
 
 
 def test_session_timeout_evicts_a_silent_member(h: Harness) -> None:
@@ -210,7 +218,8 @@ def test_static_member_restart_within_session_keeps_its_assignment(h: Harness) -
     assert synced.assignment == b"p0"
     # The old incarnation is fenced.
     box = Box()
-    h.coordinator.handle_sync_group("g", 1, joined.member_id, None, None, "host-1", {}, box)
+    h.coordinator.handle_sync_group(
+        SyncGroupRequest("g", 1, joined.member_id, "host-1", None, None, {}), box)
     assert box.value.error is E.FENCED_INSTANCE_ID
 
 
@@ -450,8 +459,8 @@ def test_expiry_looks_only_at_groups_with_something_due(h: Harness) -> None:
     assert looked == []
     g2 = h.manager.get("g2")
     member = next(iter(g2.members.values()))
-    assert h.coordinator.handle_heartbeat("g2", member.member_id, None,
-                                          g2.generation_id) is E.NONE
+    assert h.coordinator.handle_heartbeat(
+        HeartbeatRequest("g2", member.member_id, None, g2.generation_id)) is E.NONE
     h.advance(1)  # the heartbeat woke g2 only
     assert looked == ["g2"]
     looked.clear()
