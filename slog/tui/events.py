@@ -12,16 +12,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from slog.core import metadata_records as records
 from slog.core.metadata import MetadataImage
-from slog.core.metadata_records import (
-    ControllerRecord,
-    FenceBrokerRecord,
-    MetadataRecord,
-    PartitionRecord,
-    RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-)
 from slog.tui.model import NO_LEADER, ClusterSnapshot, GroupInfo, PartitionInfo
 
 INFO, WARN, ERROR = "info", "warn", "error"
@@ -158,26 +150,26 @@ def diff_events(old: ClusterSnapshot | None, new: ClusterSnapshot,
 
 # -- the metadata log (slog's data dir) --------------------------------------------------
 
-def record_events(image: MetadataImage, record: MetadataRecord, at: float) -> list[Event]:
+def record_events(image: MetadataImage, record: records.MetadataRecord, at: float) -> list[Event]:
     """The events one metadata record means, judged against the image before it."""
-    if isinstance(record, ControllerRecord):
+    if isinstance(record, records.ControllerRecord):
         return [Event(at, "controller", f"broker {record.controller_id} became controller "
                       f"(epoch {record.controller_epoch})", WARN)]
-    if isinstance(record, RegisterBrokerRecord):
+    if isinstance(record, records.RegisterBrokerRecord):
         broker_id = record.registration.broker_id
         if record.registration.fenced:
             return []
         again = " (restarted)" if broker_id in image.brokers else ""
         return [Event(at, "broker-up", f"broker {broker_id} registered{again}")]
-    if isinstance(record, FenceBrokerRecord):
+    if isinstance(record, records.FenceBrokerRecord):
         known = image.brokers.get(record.broker_id)
         was_up = None if known is None else not known.fenced
         return broker_events(at, record.broker_id, was_up, not record.fenced, " (fenced)")
-    if isinstance(record, TopicRecord):
+    if isinstance(record, records.TopicRecord):
         return [Event(at, "topic", f"topic {record.name} created")]
-    if isinstance(record, RemoveTopicRecord):
+    if isinstance(record, records.RemoveTopicRecord):
         return [Event(at, "topic", f"topic {record.name} deleted", WARN)]
-    if isinstance(record, PartitionRecord):
+    if isinstance(record, records.PartitionRecord):
         new = record.state
         old = image.partition(new.topic, new.partition)
         if old is None:
