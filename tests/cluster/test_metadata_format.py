@@ -61,7 +61,7 @@ def test_a_cluster_restarts_on_untyped_records_and_skips_newer_ones(cluster: Clu
     image = cluster.image()
     assert set(image.topics) >= {"orders", "legacy"}
     legacy = image.partition("legacy", 0)
-    assert legacy is not None and legacy.leader_epoch == 0 and legacy.adding == ()
+    assert legacy is not None and legacy.replicas == (1, 2)  # (its epochs moved on since)
     assert [r.value for r in cluster.read_all("orders", 0, len(VALUES))] == VALUES
     wait_until(lambda: cluster.image().partition("legacy", 0).leader in (1, 2), 20,
                "a leader for the legacy topic")
