@@ -223,7 +223,7 @@ _STAMP = ("controller_epoch", "ts")  # written last, after the record's own fiel
 def encode_record(record: MetadataRecord) -> Json:
     """The JSON object of ``record``, in the log's format (see the module docstring)."""
     out: Json = {"type": record.TYPE}
-    _encode_fields(record, out, skip=_STAMP)
+    _encoder(type(record))(record, out)
     out["controller_epoch"] = record.controller_epoch
     out["ts"] = record.ts
     return out
@@ -242,27 +242,53 @@ def decode_record(data: object) -> MetadataRecord:
     return typing.cast(MetadataRecord, _plan(cls)(data, kind))
 
 
-def _encode_fields(value: Any, out: Json, skip: tuple[str, ...] = ()) -> None:
-    for f in dataclasses.fields(value):
-        if f.name in skip:
-            continue
-        item = getattr(value, f.name)
-        if dataclasses.is_dataclass(item) and not isinstance(item, Endpoint):
-            _encode_fields(item, out)  # a carried value: inline
-        elif not (f.name in _OMITTED_WHEN_EMPTY and not item):
-            out[f.name] = _encode_value(item)
+# An encoder adds a dataclass's fields to a JSON object (a carried value's inline).
+Encoder = Callable[[Any, Json], None]
+_encoders: dict[type, Encoder] = {}
 
 
-def _encode_value(item: Any) -> Any:
-    if isinstance(item, tuple):
-        return [_encode_value(i) for i in item]
-    if isinstance(item, Endpoint):
-        return item.to_record()
-    if isinstance(item, enum.IntEnum):
-        return int(item)
-    if isinstance(item, dict):
-        return dict(item)
-    return item
+def _encoder(cls: type) -> Encoder:
+    """The encoder of a dataclass, built once from its fields' declared types."""
+    encoder = _encoders.get(cls)
+    if encoder is not None:
+        return encoder
+    hints = typing.get_type_hints(cls)
+    steps: list[tuple[str, Encoder | None, Callable[[Any], Any] | None]] = []
+    for f in dataclasses.fields(cls):
+        hint = hints[f.name]
+        if f.name in _STAMP:
+            continue  # encode_record writes them last
+        if dataclasses.is_dataclass(hint) and hint is not Endpoint:
+            steps.append((f.name, _encoder(typing.cast(type, hint)), None))
+        else:
+            steps.append((f.name, None, _to_json(hint)))
+
+    def encode(value: Any, out: Json) -> None:
+        for name, inline, convert in steps:
+            item = getattr(value, name)
+            if inline is not None:
+                inline(item, out)
+            elif convert is None:
+                out[name] = item
+            elif item or name not in _OMITTED_WHEN_EMPTY:
+                out[name] = convert(item)
+
+    _encoders[cls] = encode
+    return encode
+
+
+def _to_json(hint: Any) -> Callable[[Any], Any] | None:
+    """How a value of a declared type becomes JSON; None: as it is."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple and args[0] is Endpoint:
+        return lambda v: [e.to_record() for e in v]
+    if origin is tuple:
+        return list
+    if origin is dict:
+        return dict
+    if isinstance(hint, type) and issubclass(hint, enum.IntEnum):
+        return int
+    return None
 
 
 # A decoder takes the whole JSON object (a carried value is inline) and the record type.
