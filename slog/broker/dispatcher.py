@@ -31,12 +31,8 @@ from slog.broker.forwarding import (
 from slog.broker.sasl import any_topic_allowed, raw_sasl_token
 from slog.core.acls import Operation, ResourceType
 from slog.protocol.apis import ApiKey, ApiSpec, api_versions_table, response_class
-from slog.protocol.codec import (
-    api_versions_fallback_response,
-    decode_request,
-    encode_response,
-    error_response,
-)
+from slog.protocol.codec import decode_request, encode_response
+from slog.protocol.error_responses import api_versions_fallback_response, error_response
 from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.shapes import shape
