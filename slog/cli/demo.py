@@ -27,7 +27,7 @@ import typer
 from slog.cli.common import DataDirOption, default_data_dir, fail
 
 if TYPE_CHECKING:
-    from slog.cli.cluster_view import ClusterView, DataDirWatcher, PartitionHealth
+    from slog.core.cluster_view import ClusterView, DataDirWatcher, PartitionHealth
 
 DEMO_TOPIC = "slog-demo"
 DEMO_GROUP = "slog-demo-group"
@@ -117,8 +117,8 @@ def _demo_config(root: Path) -> list[str] | None:
 
 def _bring_up(root: Path, base_port: int, say: Narrator) -> str:
     from slog.cli import cluster_cmd
-    from slog.cli.cluster_view import DataDirWatcher
     from slog.cli.output import OutputFormat
+    from slog.core.cluster_view import DataDirWatcher
 
     fresh = not (root / "cluster.json").exists()
     config = _demo_config(root)
@@ -423,9 +423,9 @@ def demo(
       slog demo --cleanup
       SLOG_DATA_DIR=/tmp/slog-demo slog demo --base-port 19092
     """
-    from slog.cli.cluster_view import DataDirWatcher
     from slog.cli.common import client_errors
     from slog.client import Admin
+    from slog.core.cluster_view import DataDirWatcher
 
     root = (data_dir or default_data_dir()).expanduser().resolve()
     say = Narrator()

@@ -52,6 +52,14 @@ def load_or_create_cluster(layout: DataDirLayout) -> ClusterInfo:
     return info
 
 
+def read_cluster_id(layout: DataDirLayout) -> str | None:
+    """The data dir's cluster id for a reader; None when there is no (valid) cluster.json."""
+    try:
+        return str(json.loads(layout.cluster_file.read_text())["cluster_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are 22-character URL-safe base64 UUIDs.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -38,10 +38,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from slog.core import health
 from slog.core.acls import AclBinding, AclError
+from slog.core.health import NO_LEADER
 from slog.core.listeners import Endpoint
-
-NO_LEADER = -1
 
 Record = dict[str, Any]
 
@@ -87,11 +87,11 @@ class PartitionState:
 
     @property
     def is_offline(self) -> bool:
-        return self.leader == NO_LEADER
+        return health.is_offline(self.leader)
 
     @property
     def is_under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
+        return health.is_under_replicated(self.replicas, self.isr)
 
     def to_record(self) -> Record:
         return {
