@@ -26,7 +26,6 @@ from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
     BrokerInfo,
-    alive_lock_path,
     load_or_create_cluster,
     read_broker_info,
     write_broker_info,
@@ -63,8 +62,6 @@ RECOVERY_CHECKPOINT_INTERVAL_S = 60.0
 
 @dataclass
 class BrokerStats:
-    bytes_in: int = 0
-    bytes_out: int = 0
     requests: int = 0
     by_api: dict[int, int] = field(default_factory=dict)  # api key -> requests
 
@@ -92,7 +89,7 @@ class Broker:
         self.stats = BrokerStats()
         self.cluster_id = ""
         self.controller: Controller | None = None
-        self._alive_lock = FileLock(alive_lock_path(self.layout, self.broker_id))
+        self._alive_lock = FileLock(self.layout.alive_lock(self.broker_id))
         self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
         self._opened_at = time.monotonic()  # for the "caught up after" log line
         self._controller_lock = FileLock(self.layout.controller_lock)
@@ -103,7 +100,7 @@ class Broker:
         self.groups: GroupCoordinator | None = None
         self.log_cleaner = LogCleaner(config.get_int("log.cleaner.backoff.ms"),
                                       enabled=config.get_bool("log.cleaner.enable"))
-        self.producer_ids = ProducerIdAllocator(self.layout.root / "producer-id-block")
+        self.producer_ids = ProducerIdAllocator(self.layout.producer_id_block)
         self.replication_throttle = ReplicationThrottle()  # reassignment --throttle
         self.info: BrokerInfo | None = None
         self.api_table: tuple[ApiSpec, ...] = ()
@@ -135,11 +132,11 @@ class Broker:
             )
         # Not registered until caught_up(): recovery and the first metadata
         # apply may keep this process busy for a long time.
-        liveness.starting_marker(self.layout, self.broker_id).touch(mode=0o600)
+        self.layout.starting_marker(self.broker_id).touch(mode=0o600)
         # The previous run's broker.json names a dead pid and maybe another port:
         # the controller must not register this run until publish() rewrites it.
-        (self.layout.broker_dir(self.broker_id) / "broker.json").unlink(missing_ok=True)
-        liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        self.layout.broker_file(self.broker_id).unlink(missing_ok=True)
+        self.layout.shutdown_marker(self.broker_id).unlink(missing_ok=True)
         self._heartbeat.start()
         default_log_config = LogConfig.from_topic_configs(self.config.topic_values({}))
         self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
@@ -166,7 +163,7 @@ class Broker:
 
     def caught_up(self) -> None:
         """Call after the first full metadata apply: the controller may now register us."""
-        liveness.starting_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        self.layout.starting_marker(self.broker_id).unlink(missing_ok=True)
         log.info("broker %d caught up with the metadata log: %d partitions, %.1f s after start",
                  self.broker_id, sum(len(t.partitions) for t in self.image.topics.values()),
                  time.monotonic() - self._opened_at)
@@ -356,7 +353,7 @@ class Broker:
     async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         """Hand leadership to other in-sync replicas before stopping, as Kafka does."""
         assert self.replicas is not None
-        liveness.shutdown_marker(self.layout, self.broker_id).touch(mode=0o600)
+        self.layout.shutdown_marker(self.broker_id).touch(mode=0o600)
         await self.replicas.fetchers.shutdown()  # don't rejoin ISRs while draining
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -383,7 +380,7 @@ class Broker:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
         self._isr_channel.close()
         self.controller_requests.close()
-        liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        self.layout.shutdown_marker(self.broker_id).unlink(missing_ok=True)
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()

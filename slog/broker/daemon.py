@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
-from slog.core.datadir import BrokerInfo, alive_lock_path, read_broker_info
+from slog.core.datadir import BrokerInfo, read_broker_info
 from slog.core.errors import DataDirError
 from slog.core.locks import is_locked
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
@@ -30,12 +30,8 @@ class BrokerStartError(RuntimeError):
     pass
 
 
-def broker_log_path(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "broker.log"
-
-
 def is_running(layout: DataDirLayout, broker_id: int) -> bool:
-    return is_locked(alive_lock_path(layout, broker_id))
+    return is_locked(layout.alive_lock(broker_id))
 
 
 def broker_command(broker_id: int, data_dir: Path, listen: str,
@@ -65,7 +61,7 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
         where = f" on port {info.port} (pid {info.pid})" if info else ""
         raise DataDirError(f"broker {broker_id} is already running{where}")
     make_private_dir(layout.broker_dir(broker_id))
-    log_path = broker_log_path(layout, broker_id)
+    log_path = layout.broker_log(broker_id)
     with open(log_path, "ab") as log_file:
         os.chmod(log_path, 0o600)
         proc = subprocess.Popen(

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from slog.broker.daemon import (
     BrokerStartError,
-    broker_log_path,
     in_parallel,
     is_running,
     start_daemon,
@@ -114,7 +113,8 @@ class ChaosCluster:
         """Unmount the tmpfs dirs, keeping each broker's log next to them."""
         for path in self.tmpfs:
             with contextlib.suppress(OSError):
-                shutil.copyfile(path / "broker.log", path.parent / f"broker-{path.name}.log")
+                shutil.copyfile(self.layout.broker_log(int(path.name)),
+                                path.parent / f"broker-{path.name}.log")
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
         self.tmpfs.clear()
 
@@ -268,7 +268,7 @@ class ChaosCluster:
             raise RecoveryTimeout(f"{exc}: {'; '.join(last)}") from None
 
     def broker_log(self, broker_id: int) -> Path:
-        return broker_log_path(self.layout, broker_id)
+        return self.layout.broker_log(broker_id)
 
     def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
         return self.layout.partition_dir(broker_id, topic, partition)

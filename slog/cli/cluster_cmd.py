@@ -228,13 +228,14 @@ def _tls_overrides(root: Path, host: str, overrides: dict[str, str]) -> Any:
     """Make (or reuse) the local CA and set the brokers' TLS settings in ``overrides``."""
     from slog.cli.local_ca import LOCAL_NAMES, ensure_local_ca
     from slog.core.config import ConfigError
+    from slog.core.names import DataDirLayout
 
     if overrides.get("listeners"):
         raise ConfigError("--tls sets up one SSL listener per broker; with your own "
                           "listeners, set ssl.keystore.location and "
                           "ssl.truststore.location instead")
     names = LOCAL_NAMES if host in LOCAL_NAMES else (*LOCAL_NAMES, host)
-    files = ensure_local_ca(root / "tls", names)
+    files = ensure_local_ca(DataDirLayout(root).tls_dir, names)
     protocol = overrides.get("security.protocol", "PLAINTEXT")
     overrides["security.protocol"] = "SASL_SSL" if "SASL" in protocol else "SSL"
     overrides.setdefault("ssl.keystore.location", str(files.broker_keystore))
@@ -290,10 +291,10 @@ def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: Out
 
 
 def _print_log_tails(watcher: DataDirWatcher, broker_ids: Iterable[int]) -> None:
-    from slog.broker.daemon import broker_log_path, tail_log
+    from slog.broker.daemon import tail_log
 
     for broker_id in broker_ids:
-        path = broker_log_path(watcher.layout, broker_id)
+        path = watcher.layout.broker_log(broker_id)
         print(f"--- last lines of {path}:\n{tail_log(path)}", file=sys.stderr)
 
 

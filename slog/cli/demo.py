@@ -111,7 +111,9 @@ def _ids(brokers: tuple[int, ...] | list[int]) -> str:
 def _demo_config(root: Path) -> list[str] | None:
     """The demo's broker settings, for its own cluster only: brokers of a cluster that
     was there before keep theirs."""
-    own = not (root / "cluster.json").exists() or (root / MARKER).exists()
+    from slog.core.names import DataDirLayout
+
+    own = not DataDirLayout(root).cluster_file.exists() or (root / MARKER).exists()
     return DEMO_BROKER_CONFIG if own else None
 
 
@@ -119,8 +121,9 @@ def _bring_up(root: Path, base_port: int, say: Narrator) -> str:
     from slog.cli import cluster_cmd
     from slog.cli.output import OutputFormat
     from slog.core.cluster_view import DataDirWatcher
+    from slog.core.names import DataDirLayout
 
-    fresh = not (root / "cluster.json").exists()
+    fresh = not DataDirLayout(root).cluster_file.exists()
     config = _demo_config(root)
     flags = "".join(f" -c {c}" for c in config or [])
     say.command(f"slog cluster up --brokers {BROKERS} --data-dir {root}{flags}")

@@ -23,7 +23,6 @@ from typing import Any
 from slog.core import health
 from slog.core.config import TOPIC_CONFIGS
 from slog.core.datadir import (
-    alive_lock_path,
     known_broker_ids,
     read_broker_info,
     read_cluster_id,
@@ -224,7 +223,7 @@ class DataDirWatcher:
 
     def running_broker_ids(self) -> list[int]:
         return [b for b in known_broker_ids(self.layout)
-                if is_locked(alive_lock_path(self.layout, b))]
+                if is_locked(self.layout.alive_lock(b))]
 
     def view(self) -> ClusterView:
         image = self.poll()
@@ -253,7 +252,7 @@ class DataDirWatcher:
             host, port = registration.host, registration.port
         else:
             return None  # a directory left by a broker that never got as far as listening
-        alive = is_locked(alive_lock_path(self.layout, broker_id))
+        alive = is_locked(self.layout.alive_lock(broker_id))
         registered = registration is not None and (
             info is None or registration.incarnation == info.incarnation)
         return BrokerState(

@@ -8,7 +8,6 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from slog.core.checkpoint import write_atomically
@@ -83,13 +82,13 @@ class BrokerInfo:
 
 
 def write_broker_info(layout: DataDirLayout, info: BrokerInfo) -> None:
-    path = layout.broker_dir(info.broker_id) / "broker.json"
+    path = layout.broker_file(info.broker_id)
     write_atomically(path, json.dumps(asdict(info), indent=2).encode())
     os.chmod(path, 0o600)
 
 
 def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None:
-    path = layout.broker_dir(broker_id) / "broker.json"
+    path = layout.broker_file(broker_id)
     try:
         return BrokerInfo(**json.loads(path.read_text()))
     except (FileNotFoundError, ValueError, TypeError):
@@ -97,11 +96,8 @@ def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None
 
 
 def known_broker_ids(layout: DataDirLayout) -> list[int]:
-    brokers = layout.root / "brokers"
+    brokers = layout.brokers_dir
     if not brokers.is_dir():
         return []
     return sorted(int(p.name) for p in brokers.iterdir() if p.name.isdigit())
 
-
-def alive_lock_path(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "alive.lock"

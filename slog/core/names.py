@@ -14,7 +14,6 @@ from slog.core.errors import DataDirError, InvalidNameError, InvalidTopicError
 
 MAX_TOPIC_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_GROUP_ID_LENGTH = 32767  # a Kafka STRING; the group id never becomes a path
 DATA_DIR_MODE = 0o700
 
 OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata
@@ -54,15 +53,6 @@ def validate_topic_name(name: str) -> str:
 def topic_collides(a: str, b: str) -> bool:
     """Kafka forbids two topics that differ only by '.' versus '_' (metric names clash)."""
     return a != b and a.replace(".", "_") == b.replace(".", "_")
-
-
-def validate_group_id(group_id: str) -> str:
-    """Kafka accepts any non-empty string as a group id."""
-    if not isinstance(group_id, str) or not group_id:
-        raise InvalidNameError("group id is empty")
-    if len(group_id) > MAX_GROUP_ID_LENGTH:
-        raise InvalidNameError("group id is too long")
-    return group_id
 
 
 def validate_partition(partition: int) -> int:
@@ -140,10 +130,58 @@ class DataDirLayout:
     def metadata_dir(self) -> Path:
         return self.root / "metadata"
 
+    @property
+    def producer_id_block(self) -> Path:
+        """The next unallocated producer id (brokers take blocks of them under a lock)."""
+        return self.root / "producer-id-block"
+
+    @property
+    def credentials_file(self) -> Path:
+        """The SCRAM users (unless ``sasl.credentials.file`` names another file)."""
+        return self.root / "credentials.json"
+
+    @property
+    def inter_broker_secret(self) -> Path:
+        """The password of ``User:__broker``, created by the first broker to start."""
+        return self.root / "inter-broker.secret"
+
+    @property
+    def tls_dir(self) -> Path:
+        """The local CA and certificates of ``slog cluster up --tls``."""
+        return self.root / "tls"
+
+    @property
+    def brokers_dir(self) -> Path:
+        return self.root / "brokers"
+
     def broker_dir(self, broker_id: int) -> Path:
         if not isinstance(broker_id, int) or broker_id < 0:
             raise InvalidNameError(f"broker id {broker_id!r} must be a non-negative integer")
-        return self.root / "brokers" / str(broker_id)
+        return self.brokers_dir / str(broker_id)
+
+    def broker_file(self, broker_id: int) -> Path:
+        """broker.json: where a running broker listens, its pid and its incarnation."""
+        return self.broker_dir(broker_id) / "broker.json"
+
+    def alive_lock(self, broker_id: int) -> Path:
+        """Held by the broker's process for as long as it runs (the OS drops it on death)."""
+        return self.broker_dir(broker_id) / "alive.lock"
+
+    def heartbeat_file(self, broker_id: int) -> Path:
+        """Touched by the broker every heartbeat interval; its mtime says it is not hung."""
+        return self.broker_dir(broker_id) / "heartbeat"
+
+    def starting_marker(self, broker_id: int) -> Path:
+        """Present while the broker recovers its logs (not hung, only slow)."""
+        return self.broker_dir(broker_id) / "starting"
+
+    def shutdown_marker(self, broker_id: int) -> Path:
+        """Present while the broker shuts down in a controlled way."""
+        return self.broker_dir(broker_id) / "shutting-down"
+
+    def broker_log(self, broker_id: int) -> Path:
+        """The daemon's stdout and stderr."""
+        return self.broker_dir(broker_id) / "broker.log"
 
     def logs_dir(self, broker_id: int) -> Path:
         return self.broker_dir(broker_id) / "logs"
