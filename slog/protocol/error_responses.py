@@ -128,95 +128,55 @@ def api_versions_fallback_response(
 
 _NO_TIME = datetime.timedelta(0)
 _Builder = Callable[[type, Any, ErrorCode, int], Entity | None]
+Row = dict[str, Any]
+
+
+def _rows(cls: type, field: str, rows: Iterable[Row]) -> tuple[Entity, ...]:
+    """One array of a response, one entity per row of fields."""
+    row_cls = _item(cls, field)
+    return tuple(_fill(row_cls, **row) for row in rows)
+
+
+def _by_topic(cls: type, topics_field: str, partitions_field: str,
+              topics: Iterable[tuple[Row, Iterable[Row]]]) -> tuple[Entity, ...]:
+    """The topic → partition rows of a response, from (topic fields, partitions' fields)."""
+    topic_cls = _item(cls, topics_field)
+    part_cls = _item(topic_cls, partitions_field)
+    return tuple(
+        _fill(topic_cls, **topic, **{partitions_field: tuple(_fill(part_cls, **p) for p in parts)})
+        for topic, parts in topics
+    )
 
 
 def _produce(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    topic_cls = _item(cls, "responses")
-    part_cls = _item(topic_cls, "partition_responses")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        responses=tuple(
-            _fill(
-                topic_cls,
-                name=t.name,
-                partition_responses=tuple(
-                    _fill(part_cls, index=p.index, error_code=e, base_offset=-1)
-                    for p in t.partition_data
-                ),
-            )
-            for t in req.topic_data
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, responses=_by_topic(
+        cls, "responses", "partition_responses",
+        (({"name": t.name}, ({"index": p.index, "error_code": e, "base_offset": -1}
+                             for p in t.partition_data))
+         for t in req.topic_data)))
 
 
 def _fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    topic_cls = _item(cls, "responses")
-    part_cls = _item(topic_cls, "partitions")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        error_code=e,
-        session_id=0,
-        responses=tuple(
-            _fill(
-                topic_cls,
-                topic=t.topic,
-                partitions=tuple(
-                    _fill(
-                        part_cls,
-                        partition_index=p.partition,
-                        error_code=e,
-                        high_watermark=-1,
-                        aborted_transactions=None,
-                        records=b"",
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    empty = {"error_code": e, "high_watermark": -1, "aborted_transactions": None, "records": b""}
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, session_id=0, responses=_by_topic(
+        cls, "responses", "partitions",
+        (({"topic": t.topic}, ({"partition_index": p.partition, **empty} for p in t.partitions))
+         for t in req.topics)))
 
 
 def _list_offsets(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    topic_cls = _item(cls, "topics")
-    part_cls = _item(topic_cls, "partitions")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        topics=tuple(
-            _fill(
-                topic_cls,
-                name=t.name,
-                partitions=tuple(
-                    _fill(part_cls, partition_index=p.partition_index, error_code=e)
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": p.partition_index, "error_code": e}
+                             for p in t.partitions))
+         for t in req.topics)))
 
 
 def _metadata(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    topic_cls = _item(cls, "topics")
-    topics = req.topics or ()
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        brokers=(),
-        topics=tuple(
-            _fill(
-                topic_cls,
-                error_code=e,
-                name=t.name,
-                topic_id=getattr(t, "topic_id", None) or uuid_zero,
-                partitions=(),
-            )
-            for t in topics
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, brokers=(), topics=_rows(cls, "topics", (
+        {"error_code": e, "name": t.name, "partitions": (),
+         "topic_id": getattr(t, "topic_id", None) or uuid_zero}
+        for t in req.topics or ())))
 
 
 def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
@@ -224,79 +184,45 @@ def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
 
 
 def _create_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "topics")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        topics=tuple(_fill(row, name=t.name, error_code=e) for t in req.topics),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, topics=_rows(
+        cls, "topics", ({"name": t.name, "error_code": e} for t in req.topics)))
 
 
 def _delete_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "responses")
     if _has(type(req), "topics"):  # v6+: by name or id
-        rows = tuple(
-            _fill(row, name=t.name, topic_id=t.topic_id or uuid_zero, error_code=e)
-            for t in req.topics
-        )
+        rows = ({"name": t.name, "topic_id": t.topic_id or uuid_zero, "error_code": e}
+                for t in req.topics)
     else:
-        rows = tuple(_fill(row, name=name, error_code=e) for name in req.topic_names)
-    return _fill(cls, throttle_time=_NO_TIME, responses=rows)
+        rows = ({"name": name, "error_code": e} for name in req.topic_names)
+    return _fill(cls, throttle_time=_NO_TIME, responses=_rows(cls, "responses", rows))
 
 
 def _create_partitions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "results")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        results=tuple(_fill(row, name=t.name, error_code=e) for t in req.topics),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"name": t.name, "error_code": e} for t in req.topics)))
 
 
 def _describe_configs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "results")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        results=tuple(
-            _fill(
-                row,
-                error_code=e,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-                configs=(),
-            )
-            for r in req.resources
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(cls, "results", (
+        {"error_code": e, "resource_type": r.resource_type, "resource_name": r.resource_name,
+         "configs": ()}
+        for r in req.resources)))
 
 
 def _incremental_alter_configs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "responses")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        responses=tuple(
-            _fill(row, error_code=e, resource_type=r.resource_type, resource_name=r.resource_name)
-            for r in req.resources
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, responses=_rows(cls, "responses", (
+        {"error_code": e, "resource_type": r.resource_type, "resource_name": r.resource_name}
+        for r in req.resources)))
 
 
 def _find_coordinator(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:
+    nowhere = {"node_id": -1, "host": "", "port": -1, "error_code": e}
     if _has(cls, "coordinators"):  # v4+: one row per requested key
         if req is None:
             return None
-        row = _item(cls, "coordinators")
-        return _fill(
-            cls,
-            throttle_time=_NO_TIME,
-            coordinators=tuple(
-                _fill(row, key=k, node_id=-1, host="", port=-1, error_code=e)
-                for k in req.coordinator_keys
-            ),
-        )
-    return _fill(cls, throttle_time=_NO_TIME, error_code=e, node_id=-1, host="", port=-1)
+        return _fill(cls, throttle_time=_NO_TIME, coordinators=_rows(
+            cls, "coordinators", ({"key": k, **nowhere} for k in req.coordinator_keys)))
+    return _fill(cls, throttle_time=_NO_TIME, **nowhere)
 
 
 def _join_group(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
@@ -309,15 +235,13 @@ def _top_level(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
 
 
 def _create_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    result_cls = _item(cls, "results")
-    return _fill(cls, throttle_time=_NO_TIME, results=tuple(
-        _fill(result_cls, error_code=e) for _ in req.creations))
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"error_code": e} for _ in req.creations)))
 
 
 def _delete_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    result_cls = _item(cls, "filter_results")
-    return _fill(cls, throttle_time=_NO_TIME, filter_results=tuple(
-        _fill(result_cls, error_code=e) for _ in req.filters))
+    return _fill(cls, throttle_time=_NO_TIME, filter_results=_rows(
+        cls, "filter_results", ({"error_code": e} for _ in req.filters)))
 
 
 def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
@@ -336,96 +260,44 @@ def _offset_fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:
     if _has(cls, "groups"):  # v8+: batched groups
         if req is None:
             return None
-        group_cls = _item(cls, "groups")
-        return _fill(
-            cls,
-            throttle_time=_NO_TIME,
-            groups=tuple(_fill(group_cls, group_id=g.group_id, error_code=e) for g in req.groups),
-        )
+        return _fill(cls, throttle_time=_NO_TIME, groups=_rows(
+            cls, "groups", ({"group_id": g.group_id, "error_code": e} for g in req.groups)))
     if _has(cls, "error_code") and (req is None or req.topics is None):
         return _fill(cls, throttle_time=_NO_TIME, error_code=e, topics=())
     if req is None:
         return None
-    topic_cls = _item(cls, "topics")
-    part_cls = _item(topic_cls, "partitions")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        error_code=e,
-        topics=tuple(
-            _fill(
-                topic_cls,
-                name=t.name,
-                partitions=tuple(
-                    _fill(
-                        part_cls, partition_index=i, committed_offset=-1, metadata="", error_code=e
-                    )
-                    for i in t.partition_indexes
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    unknown = {"committed_offset": -1, "metadata": "", "error_code": e}
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": i, **unknown} for i in t.partition_indexes))
+         for t in req.topics)))
 
 
 def _describe_groups(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "groups")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        groups=tuple(_fill(row, error_code=e, group_id=g, members=()) for g in req.groups),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, groups=_rows(
+        cls, "groups", ({"error_code": e, "group_id": g, "members": ()} for g in req.groups)))
 
 
 def _delete_groups(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    row = _item(cls, "results")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        results=tuple(_fill(row, group_id=g, error_code=e) for g in req.groups_names),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"group_id": g, "error_code": e} for g in req.groups_names)))
 
 
 def _elect_leaders(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:
     if req is None:
         # v1+ has a top-level error code; v0 can only report per partition.
         return _top_level(cls, req, e, v) if _has(cls, "error_code") else None
-    topic_cls = _item(cls, "replica_election_results")
-    part_cls = _item(topic_cls, "partition_result")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        error_code=e,
-        replica_election_results=tuple(
-            _fill(
-                topic_cls,
-                topic=t.topic,
-                partition_result=tuple(
-                    _fill(part_cls, partition_id=p, error_code=e) for p in t.partitions
-                ),
-            )
-            for t in (req.topic_partitions or ())
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, replica_election_results=_by_topic(
+        cls, "replica_election_results", "partition_result",
+        (({"topic": t.topic}, ({"partition_id": p, "error_code": e} for p in t.partitions))
+         for t in (req.topic_partitions or ()))))
 
 
 def _offset_for_leader_epoch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    topic_cls = _item(cls, "topics")
-    part_cls = _item(topic_cls, "partitions")
-    return _fill(
-        cls,
-        throttle_time=_NO_TIME,
-        topics=tuple(
-            _fill(
-                topic_cls,
-                topic=t.topic,
-                partitions=tuple(
-                    _fill(part_cls, partition=p.partition, error_code=e) for p in t.partitions
-                ),
-            )
-            for t in req.topics
-        ),
-    )
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"topic": t.topic}, ({"partition": p.partition, "error_code": e} for p in t.partitions))
+         for t in req.topics)))
 
 
 # (builder, needs_request): builders that mirror request arrays can't run without one.
