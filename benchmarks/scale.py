@@ -150,7 +150,7 @@ class Cluster(BenchCluster):
                      timeout_s=min(120.0, deadline.left()))
 
     def caught_up(self, broker_id: int) -> bool:
-        return not self.layout.starting_marker(broker_id).exists()
+        return not self.layout.broker(broker_id).starting.exists()
 
 
 class ResponsivenessProbe:
@@ -337,7 +337,7 @@ def live_fencings(cluster: Cluster) -> int:
     alive (a kill -9 is fenced by the lock probe, a restart as "restarted")."""
     count = 0
     for broker_id in range(1, BROKERS + 1):
-        log = cluster.layout.broker_log(broker_id)
+        log = cluster.layout.broker(broker_id).log
         with contextlib.suppress(OSError):
             for line in log.read_text(errors="replace").splitlines():
                 if "fencing broker" in line and ": heartbeat " in line:

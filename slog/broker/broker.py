@@ -89,7 +89,7 @@ class Broker:
         self.stats = BrokerStats()
         self.cluster_id = ""
         self.controller: Controller | None = None
-        self._alive_lock = FileLock(self.layout.alive_lock(self.broker_id))
+        self._alive_lock = FileLock(self.layout.broker(self.broker_id).alive_lock)
         self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
         self._opened_at = time.monotonic()  # for the "caught up after" log line
         self._controller_lock = FileLock(self.layout.controller_lock)
@@ -132,11 +132,11 @@ class Broker:
             )
         # Not registered until caught_up(): recovery and the first metadata
         # apply may keep this process busy for a long time.
-        self.layout.starting_marker(self.broker_id).touch(mode=0o600)
+        self.layout.broker(self.broker_id).starting.touch(mode=0o600)
         # The previous run's broker.json names a dead pid and maybe another port:
         # the controller must not register this run until publish() rewrites it.
-        self.layout.broker_file(self.broker_id).unlink(missing_ok=True)
-        self.layout.shutdown_marker(self.broker_id).unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).info.unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).shutting_down.unlink(missing_ok=True)
         self._heartbeat.start()
         default_log_config = LogConfig.from_topic_configs(self.config.topic_values({}))
         self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
@@ -163,7 +163,7 @@ class Broker:
 
     def caught_up(self) -> None:
         """Call after the first full metadata apply: the controller may now register us."""
-        self.layout.starting_marker(self.broker_id).unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).starting.unlink(missing_ok=True)
         log.info("broker %d caught up with the metadata log: %d partitions, %.1f s after start",
                  self.broker_id, sum(len(t.partitions) for t in self.image.topics.values()),
                  time.monotonic() - self._opened_at)
@@ -353,7 +353,7 @@ class Broker:
     async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         """Hand leadership to other in-sync replicas before stopping, as Kafka does."""
         assert self.replicas is not None
-        self.layout.shutdown_marker(self.broker_id).touch(mode=0o600)
+        self.layout.broker(self.broker_id).shutting_down.touch(mode=0o600)
         await self.replicas.fetchers.shutdown()  # don't rejoin ISRs while draining
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -380,7 +380,7 @@ class Broker:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
         self._isr_channel.close()
         self.controller_requests.close()
-        self.layout.shutdown_marker(self.broker_id).unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).shutting_down.unlink(missing_ok=True)
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()

@@ -31,7 +31,7 @@ class BrokerStartError(RuntimeError):
 
 
 def is_running(layout: DataDirLayout, broker_id: int) -> bool:
-    return is_locked(layout.alive_lock(broker_id))
+    return is_locked(layout.broker(broker_id).alive_lock)
 
 
 def broker_command(broker_id: int, data_dir: Path, listen: str,
@@ -61,7 +61,7 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
         where = f" on port {info.port} (pid {info.pid})" if info else ""
         raise DataDirError(f"broker {broker_id} is already running{where}")
     make_private_dir(layout.broker_dir(broker_id))
-    log_path = layout.broker_log(broker_id)
+    log_path = layout.broker(broker_id).log
     with open(log_path, "ab") as log_file:
         os.chmod(log_path, 0o600)
         proc = subprocess.Popen(

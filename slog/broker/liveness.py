@@ -37,7 +37,7 @@ HEARTBEAT_INTERVAL_S = 0.25
 
 def beat(layout: DataDirLayout, broker_id: int) -> None:
     """Refresh this broker's heartbeat (an mtime: no content to tear)."""
-    path = layout.heartbeat_file(broker_id)
+    path = layout.broker(broker_id).heartbeat
     try:
         os.utime(path)
     except FileNotFoundError:
@@ -102,16 +102,16 @@ def observe(layout: DataDirLayout, broker_id: int, *, me: int) -> BrokerObservat
     # broker.json before the marker: a broker writes them in the other order,
     # so seeing its info and then no marker means it really has caught up.
     info = read_broker_info(layout, broker_id)
-    starting = layout.starting_marker(broker_id).exists()
-    holds_lock = broker_id == me or is_locked(layout.alive_lock(broker_id))
+    starting = layout.broker(broker_id).starting.exists()
+    holds_lock = broker_id == me or is_locked(layout.broker(broker_id).alive_lock)
     try:
-        age = time.time() - layout.heartbeat_file(broker_id).stat().st_mtime
+        age = time.time() - layout.broker(broker_id).heartbeat.stat().st_mtime
     except FileNotFoundError:
         age = float("inf")
     if broker_id == me:
         age = 0.0  # we are obviously running
     return BrokerObservation(broker_id, info, holds_lock, max(age, 0.0),
-                             layout.shutdown_marker(broker_id).exists(), starting)
+                             layout.broker(broker_id).shutting_down.exists(), starting)
 
 
 def observe_all(layout: DataDirLayout, *, me: int) -> list[BrokerObservation]:

@@ -113,7 +113,7 @@ class ChaosCluster:
         """Unmount the tmpfs dirs, keeping each broker's log next to them."""
         for path in self.tmpfs:
             with contextlib.suppress(OSError):
-                shutil.copyfile(self.layout.broker_log(int(path.name)),
+                shutil.copyfile(self.layout.broker(int(path.name)).log,
                                 path.parent / f"broker-{path.name}.log")
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
         self.tmpfs.clear()
@@ -268,7 +268,7 @@ class ChaosCluster:
             raise RecoveryTimeout(f"{exc}: {'; '.join(last)}") from None
 
     def broker_log(self, broker_id: int) -> Path:
-        return self.layout.broker_log(broker_id)
+        return self.layout.broker(broker_id).log
 
     def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
         return self.layout.partition_dir(broker_id, topic, partition)

@@ -294,7 +294,7 @@ def _print_log_tails(watcher: DataDirWatcher, broker_ids: Iterable[int]) -> None
     from slog.broker.daemon import tail_log
 
     for broker_id in broker_ids:
-        path = watcher.layout.broker_log(broker_id)
+        path = watcher.layout.broker(broker_id).log
         print(f"--- last lines of {path}:\n{tail_log(path)}", file=sys.stderr)
 
 

@@ -73,6 +73,8 @@ class BrokerState:
 
 @dataclass(frozen=True)
 class PartitionHealth:
+    """One partition as the serving brokers see it, judged by :mod:`slog.core.health`."""
+
     topic: str
     partition: int
     leader: int
@@ -223,7 +225,7 @@ class DataDirWatcher:
 
     def running_broker_ids(self) -> list[int]:
         return [b for b in known_broker_ids(self.layout)
-                if is_locked(self.layout.alive_lock(b))]
+                if is_locked(self.layout.broker(b).alive_lock)]
 
     def view(self) -> ClusterView:
         image = self.poll()
@@ -252,7 +254,7 @@ class DataDirWatcher:
             host, port = registration.host, registration.port
         else:
             return None  # a directory left by a broker that never got as far as listening
-        alive = is_locked(self.layout.alive_lock(broker_id))
+        alive = is_locked(self.layout.broker(broker_id).alive_lock)
         registered = registration is not None and (
             info is None or registration.incarnation == info.incarnation)
         return BrokerState(

@@ -82,13 +82,13 @@ class BrokerInfo:
 
 
 def write_broker_info(layout: DataDirLayout, info: BrokerInfo) -> None:
-    path = layout.broker_file(info.broker_id)
+    path = layout.broker(info.broker_id).info
     write_atomically(path, json.dumps(asdict(info), indent=2).encode())
     os.chmod(path, 0o600)
 
 
 def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None:
-    path = layout.broker_file(broker_id)
+    path = layout.broker(broker_id).info
     try:
         return BrokerInfo(**json.loads(path.read_text()))
     except (FileNotFoundError, ValueError, TypeError):

@@ -113,75 +113,30 @@ def ensure_data_dir(path: str | os.PathLike[str]) -> Path:
 
 
 class DataDirLayout:
-    """Where each file of a data dir lives (see docs/ARCHITECTURE.md, "Data directory")."""
+    """Where each file of a data dir lives (see docs/ARCHITECTURE.md, "Data directory").
+
+    Every name of the tree is spelled here; the rest of slog asks the layout."""
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).expanduser().resolve()
-
-    @property
-    def cluster_file(self) -> Path:
-        return self.root / "cluster.json"
-
-    @property
-    def controller_lock(self) -> Path:
-        return self.root / "controller.lock"
-
-    @property
-    def metadata_dir(self) -> Path:
-        return self.root / "metadata"
-
-    @property
-    def producer_id_block(self) -> Path:
-        """The next unallocated producer id (brokers take blocks of them under a lock)."""
-        return self.root / "producer-id-block"
-
-    @property
-    def credentials_file(self) -> Path:
-        """The SCRAM users (unless ``sasl.credentials.file`` names another file)."""
-        return self.root / "credentials.json"
-
-    @property
-    def inter_broker_secret(self) -> Path:
-        """The password of ``User:__broker``, created by the first broker to start."""
-        return self.root / "inter-broker.secret"
-
-    @property
-    def tls_dir(self) -> Path:
-        """The local CA and certificates of ``slog cluster up --tls``."""
-        return self.root / "tls"
-
-    @property
-    def brokers_dir(self) -> Path:
-        return self.root / "brokers"
+        self.cluster_file = self.root / "cluster.json"  # the cluster id, written once
+        self.controller_lock = self.root / "controller.lock"  # held by the controller
+        self.metadata_dir = self.root / "metadata"  # holds the metadata log's partition
+        self.producer_id_block = self.root / "producer-id-block"  # the next free block
+        # SCRAM users (unless sasl.credentials.file names another file), and the
+        # password of User:__broker, made by the first broker to start.
+        self.credentials_file = self.root / "credentials.json"
+        self.inter_broker_secret = self.root / "inter-broker.secret"
+        self.tls_dir = self.root / "tls"  # the local CA of `slog cluster up --tls`
+        self.brokers_dir = self.root / "brokers"
 
     def broker_dir(self, broker_id: int) -> Path:
         if not isinstance(broker_id, int) or broker_id < 0:
             raise InvalidNameError(f"broker id {broker_id!r} must be a non-negative integer")
         return self.brokers_dir / str(broker_id)
 
-    def broker_file(self, broker_id: int) -> Path:
-        """broker.json: where a running broker listens, its pid and its incarnation."""
-        return self.broker_dir(broker_id) / "broker.json"
-
-    def alive_lock(self, broker_id: int) -> Path:
-        """Held by the broker's process for as long as it runs (the OS drops it on death)."""
-        return self.broker_dir(broker_id) / "alive.lock"
-
-    def heartbeat_file(self, broker_id: int) -> Path:
-        """Touched by the broker every heartbeat interval; its mtime says it is not hung."""
-        return self.broker_dir(broker_id) / "heartbeat"
-
-    def starting_marker(self, broker_id: int) -> Path:
-        """Present while the broker recovers its logs (not hung, only slow)."""
-        return self.broker_dir(broker_id) / "starting"
-
-    def shutdown_marker(self, broker_id: int) -> Path:
-        """Present while the broker shuts down in a controlled way."""
-        return self.broker_dir(broker_id) / "shutting-down"
-
-    def broker_log(self, broker_id: int) -> Path:
-        """The daemon's stdout and stderr."""
-        return self.broker_dir(broker_id) / "broker.log"
+    def broker(self, broker_id: int) -> BrokerFiles:
+        return BrokerFiles(self.broker_dir(broker_id))
 
     def logs_dir(self, broker_id: int) -> Path:
         return self.broker_dir(broker_id) / "logs"
@@ -189,3 +144,16 @@ class DataDirLayout:
     def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
         logs = self.logs_dir(broker_id)
         return ensure_inside(logs, logs / partition_dir_name(topic, partition))
+
+
+class BrokerFiles:
+    """The files of one broker's directory, ``brokers/<id>/``."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.info = directory / "broker.json"  # where it listens, its pid and incarnation
+        self.alive_lock = directory / "alive.lock"  # held for as long as its process runs
+        self.heartbeat = directory / "heartbeat"  # touched every beat: its mtime says not hung
+        self.starting = directory / "starting"  # present until its first metadata apply
+        self.shutting_down = directory / "shutting-down"  # during a controlled shutdown
+        self.log = directory / "broker.log"  # the daemon's stdout and stderr
