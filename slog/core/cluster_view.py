@@ -27,8 +27,9 @@ from slog.core.datadir import (
     read_broker_info,
     read_cluster_id,
 )
+from slog.core.health import NO_LEADER
 from slog.core.locks import is_locked
-from slog.core.metadata import NO_LEADER, MetadataImage
+from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader
 from slog.core.names import DataDirLayout
 

@@ -40,7 +40,9 @@ from typing import Any
 
 from slog.core import health
 from slog.core.acls import AclBinding, AclError
-from slog.core.health import NO_LEADER
+
+# Defined with the health rules; the image's users compare leaders with it.
+from slog.core.health import NO_LEADER as NO_LEADER
 from slog.core.listeners import Endpoint
 
 Record = dict[str, Any]
