@@ -23,14 +23,13 @@ socket or a file: persistence goes through :class:`GroupMetadataManager`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE
-from slog.core.due import DueSchedule
+from slog.core.due import WakingDueSchedule
 from slog.groups.group import GroupMetadata, GroupState, GroupSummary
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import (
@@ -52,7 +51,8 @@ from slog.groups.requests import (
 
 log = logging.getLogger("slog.groups")
 
-TICK_S = 0.05
+TICK_S = 0.05  # the timer's granularity: deadlines are met within it
+IDLE_TICK_S = 1.0  # with nothing due, still look this often (ownership, offset retention)
 DEAD_SUMMARY = GroupSummary(GroupState.DEAD.value, "", "", ())
 CommitCallback = Callable[[dict[TopicPartition, Errors]], None]
 
@@ -91,7 +91,7 @@ class GroupCoordinator:
         # Groups by when expire() must look at them next: the earliest of their
         # member, pending-member, join and sync deadlines, or at once after a request
         # touched them. Groups with nothing due cost nothing per tick.
-        self._due: DueSchedule[str] = DueSchedule()
+        self._due: WakingDueSchedule[str] = WakingDueSchedule(clock, TICK_S, IDLE_TICK_S)
         manager.on_loaded = self._on_group_loaded
         manager.on_unloaded = self._on_group_unloaded
 
@@ -835,7 +835,7 @@ class GroupCoordinator:
     async def run(self) -> None:
         """The broker's timer task."""
         while True:
-            await asyncio.sleep(TICK_S)
+            await self._due.sleep_until_due()
             try:
                 self.expire()
             except Exception:

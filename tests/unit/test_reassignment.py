@@ -261,7 +261,8 @@ class FakePartition:
         self.state = partition_state
         self.reads: list[tuple[int, int, bool]] = []
 
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool) -> FetchSlice:
+    def read(self, offset: int, max_bytes: int, *, committed_only: bool,
+             min_one: bool = True) -> FetchSlice:
         self.reads.append((offset, max_bytes, committed_only))
         return FetchSlice([memoryview(b"x" * 700)], 700, offset, offset + 1)
 
