@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from slog.core.datadir import BrokerInfo, alive_lock_path, read_broker_info
-from slog.core.errors import DataDirError
+from slog.core.errors import DataDirError, SlogError
 from slog.core.locks import is_locked
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(SlogError, RuntimeError):
     pass
 
 
