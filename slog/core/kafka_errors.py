@@ -39,6 +39,9 @@ INVALID_METADATA: frozenset[ErrorCode] = frozenset({
     ErrorCode.kafka_storage_error,
     ErrorCode.listener_not_found,
     ErrorCode.fenced_leader_epoch,
+    ErrorCode.preferred_leader_not_available,
+    ErrorCode.eligible_leaders_not_available,
+    ErrorCode.election_not_needed,
     ErrorCode.unknown_topic_id,
     ErrorCode.inconsistent_topic_id,
 })

@@ -414,7 +414,7 @@ class GroupCoordinator:
     def _log_store_error(group: GroupMetadata) -> Callable[[ErrorCode], None]:
         def done(error: ErrorCode) -> None:
             if error is not ErrorCode.none:
-                log.warning("could not store group %s: %s", group.group_id, error.value)
+                log.warning("could not store group %s: %s", group.group_id, error.name)
         return done
 
     def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
