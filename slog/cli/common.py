@@ -187,8 +187,12 @@ def _error_table() -> list[tuple[type[BaseException] | int, int, str, str | None
     template, hint). The first match wins, so codes and subclasses come before their
     bases. A ``ValueError`` is a usage error only when it says so (``ArgumentError``, or
     the client's ``InvalidArgumentError``): any other one is a bug, reported as unexpected."""
-    from slog.client.errors import BrokerUnavailableError, InvalidArgumentError, KafkaError
-    from slog.protocol.errors import ErrorCode
+    from slog.client.errors import (
+        BrokerUnavailableError,
+        ErrorCode,
+        InvalidArgumentError,
+        KafkaError,
+    )
 
     return [
         (BrokerUnavailableError, EXIT_UNREACHABLE, "{first_line}",

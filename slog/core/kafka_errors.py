@@ -3,8 +3,9 @@
 `ErrorCode` is kio's enum: Kafka's numbers and names (lower-case,
 ``ErrorCode.not_leader_or_follower == 6``) with Kafka's retriable flag. kio sits
 below every slog layer, so core, replication, groups and the broker raise and
-compare members of this enum, never error names as strings, and a typo is an
-``AttributeError`` at import time rather than a wrong answer on the wire.
+compare members of this enum, never error names as strings: a misspelt member
+is an ``AttributeError`` (and fails tests/unit/test_kafka_errors.py, which checks
+every member slog names against Kafka's numbers), not a wrong answer on the wire.
 
 `KafkaApiError` is what the server side raises when a request must be answered
 with an error code; handlers turn ``exc.code`` into the response field. The
