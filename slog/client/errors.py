@@ -51,6 +51,8 @@ __all__ = [
     "ProduceError",
     "TopicAlreadyExistsError",
     "UnknownTopicOrPartitionError",
+    "error_name",
+    "is_retriable",
 ]
 
 
