@@ -1,0 +1,51 @@
+"""Find a keyless record in a batch, reading only what leads up to each key.
+
+A compacted log keeps the latest value per key, so a record without a key has
+no place in it (Kafka's LogValidator refuses one). Checking that on produce
+must not cost a full decode: each record is walked only up to its key length
+(length, attributes, timestamp delta, offset delta, key length), then skipped
+by its length. A compressed batch is decompressed once, as appending it would.
+"""
+
+from __future__ import annotations
+
+from slog.core import compression as codecs
+from slog.core.batch import COMPRESSION_MASK, CONTROL_BIT, HEADER_SIZE, validate_batch
+from slog.core.errors import CorruptRecordError
+from slog.core.records import BytesLike, decode_varint, decode_varlong
+
+__all__ = ["first_keyless_record"]
+
+
+def first_keyless_record(buf: BytesLike) -> int | None:
+    """The index within its batch of the first record with a null key, or None if all have keys.
+
+    ``buf`` holds one batch. Its length, magic and CRC are checked first (a
+    corrupt batch raises CorruptRecordError, as appending it would); so is
+    each record's framing. Control batches carry markers, not data: None.
+    """
+    header = validate_batch(buf)
+    if header.attributes & CONTROL_BIT:
+        return None
+    codec = header.attributes & COMPRESSION_MASK
+    with memoryview(buf) as view:
+        section = view[HEADER_SIZE:header.size]
+        try:
+            data: BytesLike = codecs.decompress(codec, section) if codec else section.tobytes()
+        finally:
+            section.release()
+    pos, end = 0, len(data)
+    for index in range(header.record_count):
+        length, pos = decode_varint(data, pos)
+        record_end = pos + length
+        if length <= 0 or record_end > end:
+            raise CorruptRecordError(f"record {index} has length {length} "
+                                     f"({end - pos} bytes left in the batch)",
+                                     offset=header.base_offset)
+        _, body = decode_varlong(data, pos + 1)  # skip attributes, then the timestamp delta
+        _, body = decode_varint(data, body)  # offset delta
+        key_length, _ = decode_varint(data, body)
+        if key_length < 0:
+            return index
+        pos = record_end
+    return None

@@ -1,0 +1,48 @@
+"""first_keyless_record: the keyless-record check of compacted topics (pure code)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from slog.core import compression as codecs
+from slog.core.batch import CRC_POS
+from slog.core.errors import CorruptRecordError
+from slog.core.record_keys import first_keyless_record
+from slog.core.records import build_batch
+
+CODECS = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
+
+
+def batch(keys: list[bytes | None], compression: int = codecs.NONE) -> bytes:
+    return build_batch([(key, b"v" * 300, (("h", b"x"),), None) for key in keys],
+                       compression=compression)
+
+
+@pytest.mark.parametrize("compression", CODECS)
+def test_finds_the_first_keyless_record_in_any_codec(compression: int) -> None:
+    assert first_keyless_record(batch([b"a", b"", b"c"], compression)) is None  # "" is a key
+    assert first_keyless_record(batch([None], compression)) == 0
+    assert first_keyless_record(batch([b"a", b"b", None, None], compression)) == 2
+
+
+@given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=300)), min_size=1, max_size=50))
+def test_agrees_with_a_full_decode(keys: list[bytes | None]) -> None:
+    expected = next((i for i, key in enumerate(keys) if key is None), None)
+    assert first_keyless_record(batch(keys)) == expected
+
+
+def test_control_batches_are_not_data() -> None:
+    control = build_batch([(None, b"\x00\x00\x00\x00", (), None)], is_control=True,
+                          is_transactional=True, producer_id=1, producer_epoch=0)
+    assert first_keyless_record(control) is None
+
+
+def test_corruption_is_reported_not_guessed() -> None:
+    damaged = bytearray(batch([b"a", None]))
+    damaged[CRC_POS] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        first_keyless_record(bytes(damaged))
+    with pytest.raises(CorruptRecordError):
+        first_keyless_record(b"\x00" * 10)
