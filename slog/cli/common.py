@@ -148,10 +148,22 @@ def select_names(names: list[str] | None, regex: str | None, available: list[str
 @contextmanager
 def client_errors(bootstrap: str) -> Iterator[None]:
     """Turn client exceptions into one-line errors with the documented exit codes."""
+    from slog.cli.output import StdoutClosed, discard_stdout, stdout_reader_gone
+    from slog.client.connection import UnsupportedApiError
     from slog.client.errors import BrokerUnavailableError, KafkaError
 
     try:
         yield
+    except StdoutClosed:
+        raise typer.Exit(EXIT_OK) from None  # `slog ... | head`: as other Unix tools do
+    except UnsupportedApiError as exc:
+        # Another Kafka-protocol cluster may lack an API: say which, not "lost the connection".
+        fail(str(exc), code=EXIT_FAILURE)
+    except BrokenPipeError as exc:
+        if stdout_reader_gone():
+            discard_stdout()
+            raise typer.Exit(EXIT_OK) from None
+        fail(f"lost the connection to {bootstrap}: {exc}", code=EXIT_UNREACHABLE)
     except BrokerUnavailableError as exc:
         fail(str(exc).splitlines()[0] or f"no broker at {bootstrap}",
              hint="start one with `slog broker start --id 1` or pass --bootstrap",
