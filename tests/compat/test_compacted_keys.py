@@ -7,7 +7,7 @@ test 0011 expects that.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -48,9 +48,15 @@ def librdkafka_send(bootstrap: str, topic: str, keys: list[bytes | None],
     producer = CkProducer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 100,
                            "retries": 0, **config})
     errors: dict[int, Any] = {}
+
+    def report(index: int) -> Callable[[Any, Any], None]:
+        def on_delivery(err: Any, _msg: Any) -> None:
+            errors[index] = err
+        return on_delivery
+
     for i, key in enumerate(keys):
         producer.produce(topic, value=f"value {i}".encode(), key=key, partition=0,
-                         on_delivery=lambda err, _msg, i=i: errors.__setitem__(i, err))
+                         on_delivery=report(i))
     assert producer.flush(TIMEOUT_S) == 0
     return [errors[i] for i in range(len(keys))]
 

@@ -36,7 +36,7 @@ def no_controller(request: pytest.FixtureRequest, shared_broker: BrokerProcess
 def test_admin_requests_go_to_any_broker_without_a_known_controller(
         no_controller: KafkaPeer, shared_broker: BrokerProcess) -> None:
     peer = no_controller
-    topic = f"other-admin-{peer.controller_id % 100}"
+    topic = f"other-admin-{'unknown' if peer.controller_id == -1 else 'unlisted'}"
     with Admin(peer.bootstrap) as admin:
         assert admin.cluster.refresh_metadata([]).controller_id == peer.controller_id
         created = admin.create_topics([NewTopic(topic, 2, 1)])
