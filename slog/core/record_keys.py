@@ -4,7 +4,7 @@ A compacted log keeps the latest value per key, so a record without a key has
 no place in it (Kafka's LogValidator refuses one). Checking that on produce
 must not cost a full decode: each record is walked only up to its key length
 (length, attributes, timestamp delta, offset delta, key length), then skipped
-by its length. A compressed batch is decompressed once, as appending it would.
+by its length. A compressed batch is decompressed once, up to MAX_DECOMPRESSED.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ from slog.core.batch import COMPRESSION_MASK, CONTROL_BIT, HEADER_SIZE, validate
 from slog.core.errors import CorruptRecordError
 from slog.core.records import BytesLike, decode_varint, decode_varlong
 
-__all__ = ["first_keyless_record"]
+__all__ = ["MAX_DECOMPRESSED", "first_keyless_record"]
+
+# The most a compressed batch may expand to here. Appending never decompresses,
+# but this check must, and a zstd frame of a few hundred bytes can hold
+# gigabytes: a client must not be able to make the broker allocate them.
+MAX_DECOMPRESSED = 64 * 1024 * 1024
 
 
 def first_keyless_record(buf: BytesLike) -> int | None:
@@ -31,7 +36,8 @@ def first_keyless_record(buf: BytesLike) -> int | None:
     with memoryview(buf) as view:
         section = view[HEADER_SIZE:header.size]
         try:
-            data: BytesLike = codecs.decompress(codec, section) if codec else section.tobytes()
+            data: BytesLike = codecs.decompress_at_most(codec, section, MAX_DECOMPRESSED) \
+                if codec else section.tobytes()
         finally:
             section.release()
     pos, end = 0, len(data)

@@ -23,9 +23,13 @@ from confluent_kafka.admin import (
 
 from slog.client import Producer
 from slog.client.errors import KafkaError
+from slog.core import compression as codecs
+from slog.core.record_keys import MAX_DECOMPRESSED
+from slog.core.records import build_batch
+from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess
-from tests.compat.clients import confluent_consume
+from tests.compat.clients import confluent_consume, produce_request, slog_connection
 
 TIMEOUT_S = 30
 
@@ -120,3 +124,20 @@ def test_slog_producer_sees_invalid_record_with_the_reason(shared_broker: Broker
         assert producer.send(topic, b"v2", b"k", partition=0).result(timeout=TIMEOUT_S).offset == 1
     assert caught.value.code == ErrorCode.invalid_record
     assert "compact" in str(caught.value) and "key" in str(caught.value)
+
+
+def test_a_decompression_bomb_is_corrupt_and_the_broker_lives(shared_broker: BrokerProcess,
+                                                              admin: AdminClient) -> None:
+    """Checking keys means decompressing; a tiny zstd batch expanding past the limit is refused."""
+    topic = create(admin, "keys-bomb", "compact")
+    bomb = build_batch([(b"k", bytes(MAX_DECOMPRESSED), (), None)], compression=codecs.ZSTD)
+    with slog_connection(shared_broker.bootstrap) as conn:
+        response = conn.request(ApiKey.PRODUCE, produce_request(topic, 0, bomb))
+        [answer] = response.responses[0].partition_responses
+        assert answer.error_code == ErrorCode.corrupt_message
+        assert "more than" in answer.error_message
+        keyless = build_batch([(None, b"v", (), None)], compression=codecs.ZSTD)
+        response = conn.request(ApiKey.PRODUCE, produce_request(topic, 0, keyless))
+        [answer] = response.responses[0].partition_responses
+        assert answer.error_code == ErrorCode.invalid_record
+        assert [e.batch_index for e in answer.record_errors] == [0]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from slog.core import compression as codecs
 from slog.core.batch import CRC_POS
 from slog.core.errors import CorruptRecordError
-from slog.core.record_keys import first_keyless_record
+from slog.core.record_keys import MAX_DECOMPRESSED, first_keyless_record
 from slog.core.records import build_batch
 
 CODECS = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
@@ -46,3 +46,31 @@ def test_corruption_is_reported_not_guessed() -> None:
         first_keyless_record(bytes(damaged))
     with pytest.raises(CorruptRecordError):
         first_keyless_record(b"\x00" * 10)
+
+
+@pytest.mark.parametrize("compression", CODECS[1:])
+def test_bounded_decompression_round_trips_and_refuses_bombs(compression: int) -> None:
+    data = b"slog " * 50_000
+    packed = codecs.compress(compression, data)
+    assert codecs.decompress_at_most(compression, packed, len(data)) == data
+    with pytest.raises(CorruptRecordError, match="more than"):
+        codecs.decompress_at_most(compression, packed, len(data) - 1)
+
+
+def test_bounded_decompression_of_raw_snappy_and_garbage() -> None:
+    import cramjam
+
+    raw = bytes(cramjam.snappy.compress_raw(b"x" * 10_000))  # librdkafka's framing
+    assert codecs.decompress_at_most(codecs.SNAPPY, raw, 10_000) == b"x" * 10_000
+    with pytest.raises(CorruptRecordError):
+        codecs.decompress_at_most(codecs.SNAPPY, raw, 9_999)
+    for codec in CODECS[1:]:
+        with pytest.raises(CorruptRecordError):
+            codecs.decompress_at_most(codec, b"\x01garbage\xff" * 10, 1 << 20)
+
+
+def test_a_batch_expanding_past_the_limit_is_corrupt_not_allocated() -> None:
+    bomb = build_batch([(None, bytes(MAX_DECOMPRESSED), (), None)], compression=codecs.ZSTD)
+    assert len(bomb) < 100_000
+    with pytest.raises(CorruptRecordError, match="more than"):
+        first_keyless_record(bomb)
