@@ -9,6 +9,8 @@ by its length. A compressed batch is decompressed once, up to MAX_DECOMPRESSED.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from slog.core import compression as codecs
 from slog.core.batch import COMPRESSION_MASK, CONTROL_BIT, HEADER_SIZE, validate_batch
 from slog.core.errors import CorruptRecordError
@@ -42,16 +44,34 @@ def first_keyless_record(buf: BytesLike) -> int | None:
             section.release()
     pos, end = 0, len(data)
     for index in range(header.record_count):
-        length, pos = decode_varint(data, pos)
+        length, pos = _varint(data, pos)
         record_end = pos + length
         if length <= 0 or record_end > end:
             raise CorruptRecordError(f"record {index} has length {length} "
                                      f"({end - pos} bytes left in the batch)",
                                      offset=header.base_offset)
-        _, body = decode_varlong(data, pos + 1)  # skip attributes, then the timestamp delta
-        _, body = decode_varint(data, body)  # offset delta
-        key_length, _ = decode_varint(data, body)
+        body = pos + 1  # past the attributes byte
+        _, body = _varint(data, body, decode_varlong)  # timestamp delta
+        _, body = _varint(data, body)  # offset delta
+        key_length, _ = _varint(data, body)
         if key_length < 0:
             return index
         pos = record_end
     return None
+
+
+def _varint(data: BytesLike, pos: int, slow: Callable[[BytesLike, int], tuple[int, int]]
+            = decode_varint) -> tuple[int, int]:
+    """A zigzag varint at ``pos``: one or two bytes inline (lengths and deltas below
+    8 KiB), else ``slow``'s full reader."""
+    try:
+        byte = data[pos]
+        if byte < 0x80:
+            return (byte >> 1) ^ -(byte & 1), pos + 1
+        second = data[pos + 1]
+    except IndexError:
+        raise CorruptRecordError("truncated varint", position=pos) from None
+    if second < 0x80:
+        value = (byte & 0x7F) | (second << 7)
+        return (value >> 1) ^ -(value & 1), pos + 2
+    return slow(data, pos)

@@ -74,3 +74,11 @@ def test_a_batch_expanding_past_the_limit_is_corrupt_not_allocated() -> None:
     assert len(bomb) < 100_000
     with pytest.raises(CorruptRecordError, match="more than"):
         first_keyless_record(bomb)
+
+
+def test_long_varints_take_the_full_reader() -> None:
+    # Offset deltas past 8191 and record lengths past 8 KiB need three varint bytes.
+    keys: list[bytes | None] = [b"k"] * 9000 + [None]
+    assert first_keyless_record(build_batch([(k, b"", (), 0) for k in keys])) == 9000
+    big = build_batch([(b"k", b"v" * 20_000, (), 0), (None, b"v" * 20_000, (), 10**9)])
+    assert first_keyless_record(big) == 1
