@@ -402,7 +402,7 @@ class Sender(threading.Thread):
         if self._idempotent and not stale_id:
             if code in _PRODUCER_STATE_ERRORS:
                 self._reset_producer_id(error)
-            else:
+            elif not retriable:  # refused for good; a timed-out batch may have landed
                 self._reuse_sequences(batch, queue)
 
     def _reuse_sequences(self, refused: ProducerBatch, queue: _PartitionQueue) -> None:
