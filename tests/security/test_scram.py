@@ -12,12 +12,15 @@ import pytest
 from slog.core.credentials import (
     CredentialsError,
     CredentialStore,
+    by_mechanism,
     inter_broker_secret,
     load_credentials,
     save_credentials,
     validate_user_name,
 )
 from slog.core.scram import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
     SaslError,
     SaslLogin,
     ScramClient,
@@ -102,13 +105,17 @@ def test_check_password_against_the_scram_credential() -> None:
 
 def test_credentials_file_is_private_and_holds_no_password(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    save_credentials(path, {"alice": derive_credential("hunter2-secret")})
+    save_credentials(path, {"alice": by_mechanism(
+        derive_credential("hunter2-secret"),
+        derive_credential("hunter2-secret", mechanism=SCRAM_SHA_512))})
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()
     assert "hunter2-secret" not in text
-    assert set(json.loads(text)["users"]["alice"]) == {
-        "mechanism", "salt", "iterations", "stored_key", "server_key"}
-    assert check_password(load_credentials(path)["alice"], "hunter2-secret")
+    stored = json.loads(text)["users"]["alice"]
+    assert set(stored) == {SCRAM_SHA_256, SCRAM_SHA_512}
+    assert set(stored[SCRAM_SHA_512]) == {"salt", "iterations", "stored_key", "server_key"}
+    for credential in load_credentials(path)["alice"].values():
+        assert check_password(credential, "hunter2-secret")
     assert not list(tmp_path.glob(".credentials-*"))  # no temporary file left behind
 
 
@@ -116,8 +123,9 @@ def test_store_rereads_a_changed_file(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
     store = CredentialStore(path)
     assert store.lookup("alice") is None
-    save_credentials(path, {"alice": derive_credential("one")})
+    save_credentials(path, {"alice": by_mechanism(derive_credential("one"))})
     assert store.lookup("alice") is not None
+    assert store.lookup("alice", SCRAM_SHA_512) is None
     save_credentials(path, {})
     assert store.lookup("alice") is None
     path.write_text("{not json")  # a broken file keeps the last good copy
