@@ -19,7 +19,7 @@ from slog.protocol.shapes import shape
 from tests.brokers import BrokerProcess, run_cli
 from tests.security.conftest import PASSWORDS, produce_and_consume, sasl_conf
 
-MECHANISMS = ["PLAIN", "SCRAM-SHA-256"]
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
