@@ -10,12 +10,15 @@
 Inter-broker connections (replica fetchers, AlterPartition to the controller)
 authenticate as ``User:__broker`` with the cluster's inter-broker secret
 (``inter-broker.secret`` in the shared data dir); that principal is always a
-super user. No config file has to carry a broker password.
+super user. No config file has to carry a broker password. The same secret
+keys the signature of forwarded requests (:mod:`slog.broker.forwarding`), so a
+cluster with ACLs but without SASL can forward too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,12 +87,18 @@ class Security:
         self._data_dir = Path(config.data_dir)
         self._broker_credentials: dict[str, ScramCredential] = {}
         self.inter_broker_login: SaslLogin | None = None
+        self.envelope_key: bytes | None = None  # signs forwarded principals (forwarding.py)
 
     def load_inter_broker_secret(self) -> None:
-        """Read (or create) the cluster's inter-broker secret: start-up, after the data dir."""
-        if not self.sasl_enabled:
+        """Read (or create) the cluster's inter-broker secret: start-up, after the data dir.
+
+        Only a cluster where principals matter (SASL or an authorizer) needs one."""
+        if not (self.sasl_enabled or self.authorizer_enabled):
             return
         secret = inter_broker_secret(self._data_dir)
+        self.envelope_key = hashlib.sha256(b"slog envelope key\0" + secret.encode()).digest()
+        if not self.sasl_enabled:
+            return
         self._broker_credentials = {m: derive_credential(secret, mechanism=m)
                                     for m in SCRAM_MECHANISMS}
         if not self.inter_broker.sasl:
