@@ -32,6 +32,7 @@ from slog.core.scram import (
     MIN_ITERATIONS,
     SCRAM_SHA_256,
     SCRAM_SHA_512,
+    ScramCredential,
     credential_from_salted_password,
     digest_size,
 )
@@ -114,7 +115,7 @@ def _check_user_name(name: str) -> None:
         raise Refused(ErrorCode.unacceptable_credential, str(exc)) from None
 
 
-def _apply(credentials: dict[str, Any], change: _Change) -> None:
+def _apply(credentials: dict[str, ScramCredential], change: _Change) -> None:
     """One change to one user's credentials (mechanism → credential), or Refused."""
     mechanism = _mechanism(change)
     upsertion = change.upsertion
@@ -174,7 +175,7 @@ def _result(user: str, error: ErrorCode = ErrorCode.none, message: str | None = 
 
 async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> dict[str, Any]:
     by_user = _changes_by_user(request)
-    if ctx.broker.controller is None:  # forwarding is off (ACLs without SASL)
+    if ctx.broker.controller is None:  # only when this broker could not forward it
         return {"throttle_time": 0, "results": [
             _result(user, ErrorCode.not_controller, "this broker is not the controller")
             for user in by_user]}
