@@ -19,6 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
+from slog.core.errors import SlogError
+
 
 class OutputFormat(StrEnum):
     table = "table"
@@ -39,7 +41,7 @@ LongOutputOption = Annotated[OutputFormat, typer.Option(
                      "(one document per record).")]
 
 
-class StdoutClosed(Exception):
+class StdoutClosed(SlogError):
     """The reader of stdout went away (``slog consume ... | head``): end quietly, status 0."""
 
 

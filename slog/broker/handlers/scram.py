@@ -37,7 +37,7 @@ from slog.core.scram import (
     digest_size,
 )
 from slog.protocol.apis import ApiKey
-from slog.protocol.errors import ErrorCode
+from slog.protocol.errors import ErrorCode, KafkaApiError
 
 log = logging.getLogger("slog.broker.scram")
 
@@ -47,12 +47,8 @@ TYPE_BY_MECHANISM: Final = {name: code for code, name in MECHANISM_BY_TYPE.items
 MAX_ALTER_ITERATIONS: Final = 16384  # Kafka refuses more through this API
 
 
-class Refused(Exception):
+class Refused(KafkaApiError):
     """One user's changes cannot be applied; ``code`` goes in the user's result."""
-
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 # -- DescribeUserScramCredentials ------------------------------------------------------------
