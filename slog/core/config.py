@@ -125,7 +125,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "unclean.leader.election.enable", "unclean.leader.election.enable", "false", _bool
         ),
-        ConfigDef("preallocate", "log.preallocate", "true", _bool),
+        ConfigDef("preallocate", "log.preallocate", "false", _bool),
         ConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms",
                   str(24 * 3600 * 1000), _int(0)),
         ConfigDef(

@@ -93,7 +93,10 @@ class LogConfig:
     retention_bytes: int = -1  # -1 means no size limit
     flush_messages: int | None = None  # None: never flush because of a message count
     flush_ms: int | None = None  # None: never flush because of elapsed time
-    preallocate: bool = True
+    # Kafka's default: a thousand partitions taking writes would otherwise hold a
+    # thousand fallocated segment.bytes (64 GB) of disk. Segments grow in fallocated
+    # steps instead, so a full disk still fails a write with StorageError, not SIGBUS.
+    preallocate: bool = False
     cleanup_policy: str = "delete"
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"

@@ -235,7 +235,7 @@ def test_log_config_defaults_are_kafkas() -> None:
     assert config.retention_ms == 7 * 24 * 3600 * 1000
     assert config.retention_bytes == -1
     assert config.flush_messages is None and config.flush_ms is None
-    assert config.preallocate is True
+    assert config.preallocate is False  # Kafka's default
     assert config.cleanup_policy == "delete"
     assert config.max_message_bytes == 1048588
     assert config.message_timestamp_type == "CreateTime"

@@ -45,7 +45,8 @@ def test_file_names() -> None:
 
 
 def test_create_preallocates_real_blocks_on_first_append(tmp_path: Path) -> None:
-    segment = LogSegment.create(tmp_path, 0, config(segment_bytes=1 << 20), now_ms=NOW_MS)
+    segment = LogSegment.create(tmp_path, 0, config(segment_bytes=1 << 20, preallocate=True),
+                                now_ms=NOW_MS)
     assert segment.log_path.stat().st_size == 0
     append(segment, make_batch(0))
     stat = segment.log_path.stat()
@@ -124,7 +125,7 @@ def test_translate_offset_inside_multi_record_batch(tmp_path: Path) -> None:
 
 
 def test_seal_trims_preallocated_tail_and_keeps_views_valid(tmp_path: Path) -> None:
-    segment, batches = filled_segment(tmp_path)
+    segment, batches = filled_segment(tmp_path, preallocate=True)
     view = segment.read(100, 1 << 20, None, True).view
     assert segment.log_path.stat().st_size == 64 * 1024
     segment.seal()
@@ -269,7 +270,7 @@ def test_closing_a_synced_segment_costs_no_fsync(tmp_path: Path,
     fsyncs = count_fsyncs(monkeypatch)
     idle.close()
     assert fsyncs == []
-    written.close()  # unsynced data and a preallocated tail: fsynced
+    written.close()  # unsynced data and a tail to cut: fsynced
     assert len(fsyncs) == 1
 
 
