@@ -228,6 +228,7 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
                 if entry is None or entry.error_code or not entry.partitions:
                     fail(f"topic {topic!r} does not exist",
                          hint="list topics with `slog topic list`", code=EXIT_NOT_FOUND)
+            # _Printed has RebalanceListener's three methods without importing the client early.
             consumer.subscribe(topics, listener=printed)  # type: ignore[arg-type]
             ends: dict[Any, int] = {}
             while max_messages is None or seen < max_messages:

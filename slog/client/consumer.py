@@ -315,6 +315,7 @@ class Consumer:
         missing = self._subs.missing_positions()
         if not missing:
             return
+        # A partition missing a position has a state: state() is not None below.
         fresh = [tp for tp in missing if self._subs.state(tp).reset_strategy is None]  # type: ignore[union-attr]
         if fresh and self._committed is not None:
             for tp, offset in self._committed(fresh).items():
@@ -322,6 +323,7 @@ class Consumer:
                     self._subs.seek(tp, offset)
         specs: dict[TopicPartition, str] = {}
         for tp in self._subs.missing_positions():
+            # As above: a partition missing a position has a state.
             strategy = self._subs.state(tp).reset_strategy or self.auto_offset_reset  # type: ignore[union-attr]
             if strategy == "none":
                 raise KafkaError.for_code(

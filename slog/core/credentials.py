@@ -67,6 +67,7 @@ def _decode(name: str, entry: Mapping[str, object]) -> ScramCredential:
     try:
         return ScramCredential(
             salt=base64.b64decode(str(entry["salt"])),
+            # A JSON value: int() raises TypeError or ValueError for a bad one, caught below.
             iterations=int(entry["iterations"]),  # type: ignore[call-overload]
             stored_key=base64.b64decode(str(entry["stored_key"])),
             server_key=base64.b64decode(str(entry["server_key"])))
