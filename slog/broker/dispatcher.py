@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("slog.broker.dispatch")
 
-Buffers = list[bytes | memoryview]
+Buffers = list[bytes | bytearray | memoryview]
 
 
 class _Sentinel:

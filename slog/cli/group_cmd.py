@@ -45,14 +45,11 @@ class _Clients:
 
     def offsets(self, partitions: list[Any], spec: str | int) -> dict[Any, int]:
         """``spec`` ("earliest", "latest" or a timestamp) for each partition; -1 if none."""
-        from slog.client.errors import raise_for_items
-        from slog.client.offsets import list_offsets
+        from slog.client.offsets import found_offsets, list_offsets
 
         if not partitions:
             return {}
-        found = list_offsets(self.cluster, dict.fromkeys(partitions, spec))
-        raise_for_items({str(tp): r for tp, r in found.items() if isinstance(r, Exception)})
-        return {tp: r.offset for tp, r in found.items()}  # type: ignore[union-attr]
+        return found_offsets(list_offsets(self.cluster, dict.fromkeys(partitions, spec)))
 
     def chosen_groups(self, groups: list[str] | None, regex: str | None) -> list[str] | None:
         """Named groups plus those matching ``regex``; None for all."""
