@@ -110,7 +110,8 @@ def _classes(version: int) -> tuple[Any, Any, Any]:
     return request, module.TopicProduceData, module.PartitionProduceData
 
 
-def decode_produce_request(frame: bytes | memoryview, offset: int, version: int) -> Any:
+def decode_produce_request(frame: bytes | bytearray | memoryview, offset: int, version: int
+                           ) -> Any:
     """The Produce request body at ``offset`` of ``frame``; ValueError if malformed."""
     request_cls, topic_cls, partition_cls = _classes(version)
     view = memoryview(frame).toreadonly()
