@@ -1,7 +1,9 @@
 """The broker process: storage, metadata, controller duty and the Kafka listener.
 
-Start-up order matters: take ``alive.lock`` (refuse to run twice), recover the
-logs, replay the metadata log, try for the controller lock, then listen.
+:class:`Broker` builds all its parts when it is made (nothing is ``None`` for the
+handlers to check); building touches no file. Start-up order matters: take
+``alive.lock`` (refuse to run twice), recover the logs, replay the metadata log,
+try for the controller lock, then listen.
 """
 
 from __future__ import annotations
@@ -98,9 +100,11 @@ class Broker:
         self._controller_lock = FileLock(self.layout.controller_lock)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
         self._metadata_writer: MetadataLogWriter | None = None
-        self.log_manager: LogManager | None = None
-        self.replicas: ReplicaManager | None = None
-        self.groups: GroupCoordinator | None = None
+        # Storage, replication and groups, built here; open() recovers the logs.
+        default_log_config = LogConfig.from_topic_configs(config.topic_values({}))
+        self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
+        self._logs_loaded = False  # close() must not checkpoint logs it never opened
+        self.replicas = ReplicaManager(config, self.log_manager)
         self.log_cleaner = LogCleaner(config.get_int("log.cleaner.backoff.ms"),
                                       enabled=config.get_bool("log.cleaner.enable"))
         self.producer_ids = ProducerIdAllocator(self.layout.root / "producer-id-block")
@@ -118,6 +122,7 @@ class Broker:
                                           self.poll_metadata)
         self.security = Security(config)
         self.metadata_cache = MetadataResponseCache(topic_entry)
+        self.groups: GroupCoordinator = build_group_coordinator(self)
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
@@ -141,11 +146,8 @@ class Broker:
         (self.layout.broker_dir(self.broker_id) / "broker.json").unlink(missing_ok=True)
         liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
         self._heartbeat.start()
-        default_log_config = LogConfig.from_topic_configs(self.config.topic_values({}))
-        self.log_manager = LogManager(self.layout.logs_dir(self.broker_id), default_log_config)
         self.log_manager.load()
-        self.replicas = ReplicaManager(self.config, self.log_manager)
-        self.groups = build_group_coordinator(self)
+        self._logs_loaded = True
 
     def _acquire_alive_lock(self) -> bool:
         """Take alive.lock, allowing for liveness probes that hold it for an instant."""
@@ -185,10 +187,10 @@ class Broker:
             self._apply_dynamic_config()
         delta = self.image.take_delta()
         self.metadata_cache.invalidate(delta)
-        if changed and self.replicas is not None:
+        if changed:
             self.replicas.apply_image(self.image, delta)
         deleted = topics_before - set(self.image.topics)
-        if deleted and self.groups is not None:
+        if deleted:
             self.groups.remove_offsets_of_deleted_topics(deleted)
         return changed
 
@@ -309,7 +311,6 @@ class Broker:
         cleaning. Each costs what is due: flush.ms looks only at logs with a deadline,
         retention runs every log.retention.check.interval.ms, the cleaner every
         log.cleaner.backoff.ms over compacted logs only."""
-        assert self.log_manager is not None and self.replicas is not None
         retention_every_s = self.config.get_int("log.retention.check.interval.ms") / 1000
         checkpoint_every_s = RECOVERY_CHECKPOINT_INTERVAL_S
         now = time.monotonic()
@@ -334,7 +335,6 @@ class Broker:
 
     async def _clean_compacted_logs(self) -> None:
         """The cleaner's run, given only the compacted logs (once per its backoff)."""
-        assert self.log_manager is not None and self.replicas is not None
         compacted = {key: plog for key, plog in self.log_manager.all_logs().items()
                      if plog.config.compact_enabled}
         hws = {key: p.high_watermark for key in compacted
@@ -342,11 +342,8 @@ class Broker:
         await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, hws)
 
     def start_background_tasks(self) -> None:
-        assert self.replicas is not None
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
-                 self.replicas.maintain_isr(self.alter_isr)]
-        if self.groups is not None:
-            loops.append(self.groups.run())
+                 self.replicas.maintain_isr(self.alter_isr), self.groups.run()]
         for coroutine in loops:
             task = asyncio.create_task(coroutine)
             task.add_done_callback(_report_crash)
@@ -355,7 +352,6 @@ class Broker:
     # -- controlled shutdown ------------------------------------------------------------
     async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         """Hand leadership to other in-sync replicas before stopping, as Kafka does."""
-        assert self.replicas is not None
         liveness.shutdown_marker(self.layout, self.broker_id).touch(mode=0o600)
         await self.replicas.fetchers.shutdown()  # don't rejoin ISRs while draining
         deadline = time.monotonic() + timeout_s
@@ -379,7 +375,7 @@ class Broker:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self.replicas is not None:
+        if self._logs_loaded:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
         self._isr_channel.close()
         self.controller_requests.close()

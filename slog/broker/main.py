@@ -63,7 +63,6 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         raise
     broker.publish(advertised(config, bound))
     broker.poll_metadata()  # creates every replica: seconds with thousands of partitions
-    assert broker.replicas is not None  # set by open()
     await broker.replicas.settled()  # new logs may be made on a worker thread
     broker.caught_up()
     broker.try_become_controller()

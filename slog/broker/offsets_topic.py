@@ -45,8 +45,7 @@ class OffsetsTopicLog:
         return len(topic.partitions) if topic is not None and topic.partitions else None
 
     def is_leader(self, partition: int) -> bool:
-        replicas = self._broker.replicas
-        found = replicas.get(OFFSETS_TOPIC, partition) if replicas is not None else None
+        found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
         return found is not None and found.is_leader
 
     def becoming_leader(self, partition: int) -> bool:
@@ -55,8 +54,7 @@ class OffsetsTopicLog:
             not self.is_leader(partition)
 
     def _leader(self, partition: int) -> Partition:
-        replicas = self._broker.replicas
-        found = replicas.get(OFFSETS_TOPIC, partition) if replicas is not None else None
+        found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
         if found is None:
             raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE, "no such offsets partition")
         if not found.is_leader:
@@ -128,7 +126,8 @@ def offsets_topic_spec(config: BrokerConfig, live_brokers: int) -> NewTopic:
 
 
 def build_group_coordinator(broker: Broker) -> GroupCoordinator:
-    """The broker's coordinator, hooked to leadership changes of __consumer_offsets."""
+    """The broker's coordinator, hooked to leadership changes of __consumer_offsets
+    (``broker.replicas`` must exist; nothing is read or written yet)."""
     config = broker.config
     manager = GroupMetadataManager(OffsetsTopicLog(broker),
                                    config.get_int("offsets.topic.num.partitions"),
@@ -143,7 +142,6 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
         else:
             manager.on_resignation(partition)
 
-    assert broker.replicas is not None
     broker.replicas.leadership_listeners.append(on_role_change)
     return coordinator
 

@@ -1,30 +1,11 @@
-"""Cluster metadata: the records of the metadata log and the image they build.
+"""Cluster metadata: the image the records of the metadata log build.
 
 This is KRaft's idea on a shared disk. The controller is the only writer of an
-ordered log of records; every broker replays the same records in the same
-order into a :class:`MetadataImage`, so all brokers agree on topics, replicas,
-leaders, ISRs and leader epochs without talking to each other. This module is
-pure: no files, no sockets.
-
-Records are plain dicts (JSON in the log) with a ``type`` key:
-
-``controller``       controller_id, controller_epoch: a broker won the controller lock
-``broker``           broker_id, host, port, incarnation, fenced, rack (absent or None: no
-                     rack), endpoints: a broker (re)registered
-``broker_fence``     broker_id, fenced: liveness changed
-``topic``            name, topic_id, configs: a topic was created
-``partition``        topic, partition, replicas, isr, leader, leader_epoch,
-                     partition_epoch, adding, removing: full state of one partition
-``topic_config``     topic, configs (value None deletes the override)
-``broker_config``    broker_id (None: the cluster-wide default), configs (value None
-                     deletes): dynamic broker configs, KRaft's ConfigRecord for BROKER
-``remove_topic``     name: a topic was deleted
-``producer_ids``     next_producer_id: the next unallocated producer id block start
-``acl``              an ACL binding was created (fields of :class:`slog.core.acls.AclBinding`)
-``remove_acl``       an ACL binding was deleted (same fields)
-
-Every record also carries ``controller_epoch`` (stale controllers are ignored)
-and ``ts`` (milliseconds).
+ordered log of records (:mod:`slog.core.metadata_records`: the record types and
+their codec); every broker replays the same records in the same order into a
+:class:`MetadataImage`, so all brokers agree on topics, replicas, leaders, ISRs
+and leader epochs without talking to each other. This module is pure: no files,
+no sockets.
 
 Besides the image itself, applying records accumulates a :class:`MetadataDelta`
 (KRaft's MetadataDelta idea): which partitions, topics and brokers the records
@@ -34,92 +15,17 @@ change, not the number of partitions in the cluster.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from slog.core.acls import AclBinding, AclError
-from slog.core.listeners import Endpoint
+from slog.core import metadata_records as records
+from slog.core.acls import AclBinding
+from slog.core.metadata_records import NO_LEADER, BrokerRegistration, MetadataRecord, PartitionState
 
-NO_LEADER = -1
-
-Record = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class BrokerRegistration:
-    broker_id: int
-    host: str
-    port: int
-    incarnation: str = ""
-    fenced: bool = False
-    rack: str | None = None  # broker.rack
-    # Every listener's advertised endpoint; host/port are the inter-broker listener's.
-    # Empty in records of older versions: then host/port serve every listener.
-    endpoints: tuple[Endpoint, ...] = ()
-
-    def endpoint(self, listener: str | None) -> tuple[str, int] | None:
-        """Where a client of ``listener`` reaches this broker; None if it has no such
-        listener (Kafka leaves the broker out of that listener's Metadata)."""
-        if not self.endpoints or listener is None:
-            return self.host, self.port
-        for endpoint in self.endpoints:
-            if endpoint.name == listener:
-                return endpoint.host, endpoint.port
-        return None
-
-
-@dataclass(frozen=True)
-class PartitionState:
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    adding: tuple[int, ...] = ()
-    removing: tuple[int, ...] = ()
-
-    @property
-    def preferred_leader(self) -> int:
-        return self.replicas[0] if self.replicas else NO_LEADER
-
-    @property
-    def is_offline(self) -> bool:
-        return self.leader == NO_LEADER
-
-    @property
-    def is_under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
-
-    def to_record(self) -> Record:
-        return {
-            "type": "partition",
-            "topic": self.topic,
-            "partition": self.partition,
-            "replicas": list(self.replicas),
-            "isr": list(self.isr),
-            "leader": self.leader,
-            "leader_epoch": self.leader_epoch,
-            "partition_epoch": self.partition_epoch,
-            "adding": list(self.adding),
-            "removing": list(self.removing),
-        }
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> PartitionState:
-        return cls(
-            topic=record["topic"],
-            partition=int(record["partition"]),
-            replicas=tuple(record["replicas"]),
-            isr=tuple(record["isr"]),
-            leader=int(record["leader"]),
-            leader_epoch=int(record.get("leader_epoch", 0)),
-            partition_epoch=int(record.get("partition_epoch", 0)),
-            adding=tuple(record.get("adding", ())),
-            removing=tuple(record.get("removing", ())),
-        )
+# The value types records carry are the image's too; they are importable from here.
+__all__ = ["NO_LEADER", "BrokerRegistration", "MetadataDelta", "MetadataImage",
+           "PartitionState", "TopicImage"]
 
 
 @dataclass
@@ -178,28 +84,23 @@ class MetadataImage:
         delta, self.delta = self.delta, MetadataDelta()
         return delta
 
-    def apply(self, record: Mapping[str, Any], offset: int | None = None) -> bool:
+    def apply(self, record: MetadataRecord, offset: int | None = None) -> bool:
         """Apply one record; returns False when it was ignored as stale."""
         if offset is not None:
             self.offset = offset + 1
-        epoch = int(record.get("controller_epoch", 0))
-        kind = record["type"]
-        if kind == "controller":
-            if epoch < self.controller_epoch:
+        if isinstance(record, records.ControllerRecord):
+            if record.controller_epoch < self.controller_epoch:
                 return False
-            self.controller_epoch = epoch
-            self.controller_id = int(record["controller_id"])
+            self.controller_epoch = record.controller_epoch
+            self.controller_id = record.controller_id
             return True
-        if epoch < self.controller_epoch:
+        if record.controller_epoch < self.controller_epoch:
             return False  # written by a controller that has since been replaced
-        handler = _APPLIERS.get(kind)
-        if handler is None:
-            return False  # a newer record type: skip rather than refuse to start
-        handler(self, record)
+        _APPLIERS[type(record)](self, record)
         return True
 
-    def apply_all(self, records: Iterable[tuple[int, Mapping[str, Any]]]) -> None:
-        for offset, record in records:
+    def apply_all(self, entries: Iterable[tuple[int, MetadataRecord]]) -> None:
+        for offset, record in entries:
             self.apply(record, offset)
 
     # -- queries ---------------------------------------------------------
@@ -235,43 +136,35 @@ class MetadataImage:
         return dict(self.broker_configs.get(broker_id, {}))
 
 
-def _apply_broker(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    reg = BrokerRegistration(
-        broker_id=int(record["broker_id"]),
-        host=record["host"],
-        port=int(record["port"]),
-        incarnation=record.get("incarnation", ""),
-        fenced=bool(record.get("fenced", False)),
-        rack=record.get("rack") or None,
-        endpoints=tuple(Endpoint.from_record(e) for e in record.get("endpoints", ())),
-    )
+def _apply_broker(image: MetadataImage, record: records.RegisterBrokerRecord) -> None:
+    reg = record.registration
+    if reg.rack == "":
+        reg = replace(reg, rack=None)  # no rack, as older versions sometimes wrote it
     image.brokers[reg.broker_id] = reg
     image.delta.brokers.add(reg.broker_id)
 
 
-def _apply_broker_fence(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    broker_id = int(record["broker_id"])
-    current = image.brokers.get(broker_id)
+def _apply_broker_fence(image: MetadataImage, record: records.FenceBrokerRecord) -> None:
+    current = image.brokers.get(record.broker_id)
     if current is not None:
-        image.brokers[broker_id] = replace(current, fenced=bool(record["fenced"]))
-        image.delta.brokers.add(broker_id)
+        image.brokers[record.broker_id] = replace(current, fenced=record.fenced)
+        image.delta.brokers.add(record.broker_id)
 
 
-def _apply_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    name = record["name"]
+def _apply_topic(image: MetadataImage, record: records.TopicRecord) -> None:
+    name = record.name
     if name in image.topics:
         _forget_partitions(image, name)
-    image.topics[name] = TopicImage(
-        name=name, topic_id=record["topic_id"], configs=dict(record.get("configs", {}))
-    )
+    image.topics[name] = TopicImage(name=name, topic_id=record.topic_id,
+                                    configs=dict(record.configs))
     image.delta.topics.add(name)
 
 
-def _apply_partition(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    topic = image.topics.get(record["topic"])
+def _apply_partition(image: MetadataImage, record: records.PartitionRecord) -> None:
+    state = record.state
+    topic = image.topics.get(state.topic)
     if topic is None:
         return
-    state = PartitionState.from_record(record)
     topic.partitions[state.partition] = state
     key = (state.topic, state.partition)
     image.delta.partitions.add(key)
@@ -292,64 +185,62 @@ def _forget_partitions(image: MetadataImage, name: str) -> None:
         image.reassigning.discard((name, number))
 
 
-def _apply_topic_config(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    topic = image.topics.get(record["topic"])
+def _overlay(configs: dict[str, str], changes: dict[str, str | None]) -> None:
+    """Apply config changes in place; None deletes the key."""
+    for key, value in changes.items():
+        if value is None:
+            configs.pop(key, None)
+        else:
+            configs[key] = value
+
+
+def _apply_topic_config(image: MetadataImage, record: records.TopicConfigRecord) -> None:
+    topic = image.topics.get(record.topic)
     if topic is None:
         return
-    for key, value in record["configs"].items():
-        if value is None:
-            topic.configs.pop(key, None)
-        else:
-            topic.configs[key] = str(value)
+    _overlay(topic.configs, record.configs)
     image.delta.topics.add(topic.name)
 
 
-def _apply_broker_config(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    broker_id = record.get("broker_id")
-    key = None if broker_id is None else int(broker_id)
-    configs = image.broker_configs.setdefault(key, {})
-    for name, value in record["configs"].items():
-        if value is None:
-            configs.pop(name, None)
-        else:
-            configs[name] = str(value)
+def _apply_broker_config(image: MetadataImage, record: records.BrokerConfigRecord) -> None:
+    configs = image.broker_configs.setdefault(record.broker_id, {})
+    _overlay(configs, record.configs)
     if not configs:
-        del image.broker_configs[key]
+        del image.broker_configs[record.broker_id]
     image.delta.broker_configs = True
 
 
-def _apply_remove_topic(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    name = record["name"]
+def _apply_remove_topic(image: MetadataImage, record: records.RemoveTopicRecord) -> None:
+    name = record.name
     if name in image.topics:
         _forget_partitions(image, name)
         del image.topics[name]
         image.delta.topics.add(name)
 
 
-def _apply_producer_ids(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    image.next_producer_id = max(image.next_producer_id, int(record["next_producer_id"]))
+def _apply_producer_ids(image: MetadataImage, record: records.ProducerIdsRecord) -> None:
+    image.next_producer_id = max(image.next_producer_id, record.next_producer_id)
 
 
-def _apply_acl(image: MetadataImage, record: Mapping[str, Any]) -> None:
-    try:
-        binding = AclBinding.from_record(record)
-    except AclError:
-        return  # a binding a newer slog wrote with values this one does not know
-    if record["type"] == "acl":
-        image.acls.add(binding)
-    else:
-        image.acls.discard(binding)
+def _apply_acl(image: MetadataImage, record: records.AccessControlEntryRecord) -> None:
+    image.acls.add(record.binding)
 
 
-_APPLIERS = {
-    "acl": _apply_acl,
-    "remove_acl": _apply_acl,
-    "broker": _apply_broker,
-    "broker_fence": _apply_broker_fence,
-    "topic": _apply_topic,
-    "partition": _apply_partition,
-    "topic_config": _apply_topic_config,
-    "broker_config": _apply_broker_config,
-    "remove_topic": _apply_remove_topic,
-    "producer_ids": _apply_producer_ids,
+def _apply_remove_acl(image: MetadataImage,
+                      record: records.RemoveAccessControlEntryRecord) -> None:
+    image.acls.discard(record.binding)
+
+
+# Every record type but ControllerRecord, which apply() handles itself.
+_APPLIERS: dict[type[MetadataRecord], Callable[[MetadataImage, Any], None]] = {
+    records.AccessControlEntryRecord: _apply_acl,
+    records.RemoveAccessControlEntryRecord: _apply_remove_acl,
+    records.RegisterBrokerRecord: _apply_broker,
+    records.FenceBrokerRecord: _apply_broker_fence,
+    records.TopicRecord: _apply_topic,
+    records.PartitionRecord: _apply_partition,
+    records.TopicConfigRecord: _apply_topic_config,
+    records.BrokerConfigRecord: _apply_broker_config,
+    records.RemoveTopicRecord: _apply_remove_topic,
+    records.ProducerIdsRecord: _apply_producer_ids,
 }

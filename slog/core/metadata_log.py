@@ -1,8 +1,10 @@
 """The metadata log on disk: one writer (the controller), many tailing readers.
 
 It is an ordinary slog partition log, ``metadata/__cluster_metadata-0``, whose
-record values are JSON metadata records (see :mod:`slog.core.metadata`), so
-``slog dump-log`` and the storage engine's recovery apply to it unchanged.
+record values are JSON metadata records (see :mod:`slog.core.metadata_records`,
+whose one codec both sides use), so ``slog dump-log`` and the storage engine's
+recovery apply to it unchanged. A record this slog cannot use (a type from a newer
+version, or fields that fail validation) is skipped with a warning, never a crash.
 
 Readers in other processes tail the segment files with plain ``pread``: the
 controller's mmap writes land in the shared page cache, a batch still being
@@ -13,18 +15,27 @@ preallocated tail reads as "no more data".
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from slog.core import batch
 from slog.core.errors import CorruptRecordError
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
+from slog.core.metadata_records import (
+    InvalidRecordError,
+    MetadataRecord,
+    UnknownRecordTypeError,
+    decode_record,
+    encode_record,
+)
 from slog.core.names import make_private_dir
 from slog.core.records import build_batch, decode_records
+
+log = logging.getLogger("slog.metadata")
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 # Metadata batches are small; 8 MiB segments keep preallocation cheap. But each
@@ -33,6 +44,9 @@ METADATA_PARTITION_DIR = "__cluster_metadata-0"
 # megabytes: the batch limit must not be the topic default of ~1 MB.
 METADATA_LOG_CONFIG = LogConfig(segment_bytes=8 * 1024 * 1024, retention_ms=-1, flush_messages=1,
                                 max_message_bytes=64 * 1024 * 1024)
+
+
+RELIST_S = 1.0
 
 
 def metadata_log_dir(metadata_dir: Path) -> Path:
@@ -61,17 +75,18 @@ class MetadataLogWriter:
     def end_offset(self) -> int:
         return self._log.log_end_offset
 
-    def append(self, records: list[Mapping[str, Any]]) -> int:
+    def append(self, records: Sequence[MetadataRecord]) -> int:
         """Append ``records`` as one batch and fsync; returns the first offset."""
         now = int(time.time() * 1000)
         payload = build_batch(
-            (None, json.dumps(r, separators=(",", ":")).encode(), (), now) for r in records
+            (None, json.dumps(encode_record(r), separators=(",", ":")).encode(), (), now)
+            for r in records
         )
         info = self._log.append(payload)
         self._log.flush()
         return info.first_offset
 
-    def read_all(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def read_all(self) -> Iterator[tuple[int, MetadataRecord]]:
         reader = MetadataLogReader(self._log.directory.parent)
         yield from reader.poll()
 
@@ -87,13 +102,17 @@ class MetadataLogReader:
         self.next_offset = start_offset
         self._segment_base: int | None = None
         self._position = 0  # byte position of next_offset's batch in that segment
+        # The segment listing, re-read only when the directory changed (or after
+        # RELIST_S, in case a roll fell in the same mtime tick as the last listing):
+        # every broker polls 20 times a second, mostly to find nothing new.
+        self._listing: list[tuple[int, Path]] = []
+        self._listed: tuple[int, float] | None = None  # (directory mtime, monotonic time)
+        self._unknown_types: set[str] = set()  # warned about once each
 
-    def poll(self) -> Iterator[tuple[int, dict[str, Any]]]:
+    def poll(self) -> Iterator[tuple[int, MetadataRecord]]:
         """Yield ``(offset, record)`` for every complete record past ``next_offset``."""
-        if not self.directory.is_dir():
-            return
         while True:
-            segments = _segment_files(self.directory)
+            segments = self._segments()
             current = [(b, p) for b, p in segments if b <= self.next_offset]
             if not current:
                 return
@@ -106,7 +125,18 @@ class MetadataLogReader:
             if self.next_offset == before or not any(b == self.next_offset for b, _ in segments):
                 return
 
-    def _read_segment(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    def _segments(self) -> list[tuple[int, Path]]:
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except FileNotFoundError:
+            return []
+        now = time.monotonic()
+        if self._listed is None or self._listed[0] != mtime or now - self._listed[1] > RELIST_S:
+            self._listing = _segment_files(self.directory)
+            self._listed = (mtime, now)
+        return self._listing
+
+    def _read_segment(self, path: Path) -> Iterator[tuple[int, MetadataRecord]]:
         try:
             handle = open(path, "rb")  # noqa: SIM115 - closed in finally
         except FileNotFoundError:
@@ -127,8 +157,23 @@ class MetadataLogReader:
                 _, records = decode_records(data)
                 for record in records:
                     if record.offset >= self.next_offset and record.value is not None:
-                        yield record.offset, json.loads(record.value)
+                        decoded = self._decode(record.offset, record.value)
+                        if decoded is not None:
+                            yield record.offset, decoded
                 self.next_offset = max(self.next_offset, header.next_offset)
                 self._position += size
         finally:
             handle.close()
+
+    def _decode(self, offset: int, value: bytes) -> MetadataRecord | None:
+        """The record at ``offset``, or None (and a warning) when it cannot be used."""
+        try:
+            return decode_record(json.loads(value))
+        except UnknownRecordTypeError as exc:
+            if exc.kind not in self._unknown_types:  # a newer slog may write many
+                self._unknown_types.add(exc.kind)
+                log.warning("skipping metadata records of type %r (first at offset %d): "
+                            "written by a newer slog?", exc.kind, offset)
+        except (InvalidRecordError, ValueError) as exc:  # ValueError: not JSON
+            log.warning("skipping invalid metadata record at offset %d: %s", offset, exc)
+        return None

@@ -10,7 +10,10 @@ them. Keys start with an int16 version that also says what the record is:
 
 slog writes OffsetCommitKey v1 and GroupMetadataKey v2 with GroupMetadataValue
 v3, and reads every non-flexible version. A null value is a tombstone. Other
-key versions (Kafka's newer coordinators) decode as None.
+key versions (Kafka's newer coordinators) decode as None, for the reader to skip
+with a warning. Decoding validates as well as parses: truncated data, nulls where
+the schema has none, negative partitions and generations, and value versions newer
+than slog's raise :class:`WireFormatError`.
 """
 
 from __future__ import annotations
@@ -71,7 +74,10 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     reader = Reader(data)
     version = reader.int16()
     if version in (0, 1):
-        return OffsetKey(reader.required_string(), reader.required_string(), reader.int32())
+        key = OffsetKey(reader.required_string(), reader.required_string(), reader.int32())
+        if key.partition < 0:
+            raise WireFormatError(f"offset commit key of partition {key.partition}")
+        return key
     if version == GROUP_KEY_VERSION:
         return GroupKey(reader.required_string())
     return None
@@ -102,6 +108,8 @@ def decode_group_value(data: bytes) -> GroupValue:
     version = read_value_version(reader, GROUP_VALUE_VERSION, "GroupMetadataValue")
     protocol_type = reader.required_string()
     generation = reader.int32()
+    if generation < 0:
+        raise WireFormatError(f"GroupMetadataValue of generation {generation}")
     protocol = reader.string()
     leader = reader.string()
     timestamp = reader.int64() if version >= 2 else -1

@@ -110,6 +110,7 @@ class LogSegment:
         self._view: memoryview | None = None
         self._capacity = 0  # bytes mapped (= file length)
         self._size = 0  # bytes of valid batches
+        self._synced_size = 0  # of which known to be on disk (fsynced, or found there)
         self._next_offset = base_offset
         self._rolling_ts: int | None = None
         self._reset_index_state()
@@ -163,7 +164,7 @@ class LogSegment:
             segment._install_map(map_file(fd, length, writable=False), length)
         finally:
             os.close(fd)
-        segment._size = length
+        segment._size = segment._synced_size = length
         return segment
 
     def activate(self) -> None:
@@ -181,11 +182,17 @@ class LogSegment:
         if self._fd is None:
             return None
         self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        # Nothing written since the last fsync and no tail to cut: the file is as the
+        # disk has it already. Closing ten thousand idle logs cost an fsync each.
+        settled = self._size == self._synced_size and self._capacity <= self._size
         self._trim()
         self.offset_index.trim()
         self.time_index.trim()
         deferred = None
-        if sync:
+        if sync and settled:
+            self.offset_index.flush()
+            self.time_index.flush()
+        elif sync:
             self.flush()
         else:
             self.offset_index.flush()
@@ -217,6 +224,7 @@ class LogSegment:
         self.time_index.flush()
         if self._fd is not None:
             os.fsync(self._fd)
+            self._synced_size = self._size
 
     # ------------------------------------------------------------ properties
 

@@ -39,11 +39,16 @@ from slog.groups.member import (
     JoinCallback,
     JoinResult,
     MemberMetadata,
-    Protocols,
     SyncCallback,
     SyncResult,
 )
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
+from slog.groups.requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 
 log = logging.getLogger("slog.groups")
 
@@ -118,39 +123,31 @@ class GroupCoordinator:
         return None
 
     # ================================================================== JoinGroup
-    def handle_join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
-                          require_known_member_id: bool, support_skip_assignment: bool,
-                          client_id: str, client_host: str, rebalance_timeout_ms: int,
-                          session_timeout_ms: int, protocol_type: str, protocols: Protocols,
-                          callback: JoinCallback) -> None:
-        error = self._validate_group_status(group_id)
+    def handle_join_group(self, request: JoinGroupRequest, callback: JoinCallback) -> None:
+        member_id = request.member_id
+        error = self._validate_group_status(request.group_id)
         if error is not None:
             callback(JoinResult(member_id, error))
             return
-        if not self.config.min_session_timeout_ms <= session_timeout_ms <= \
+        if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= \
                 self.config.max_session_timeout_ms:
             callback(JoinResult(member_id, Errors.INVALID_SESSION_TIMEOUT))
             return
         is_unknown = member_id == UNKNOWN_MEMBER_ID
-        group = self.manager.get(group_id)
+        group = self.manager.get(request.group_id)
         if group is None:
             if not is_unknown:
                 callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
                 return
-            group = self.manager.get_or_create(group_id)
+            group = self.manager.get_or_create(request.group_id)
         if not self._accept_joining_member(group, member_id):
             if group.has(member_id):  # a member that had not rejoined: the group shrinks
                 self._evict(group, group.get(member_id))
             callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED))
         elif is_unknown:
-            self._do_new_member_join(group, group_instance_id, require_known_member_id,
-                                     support_skip_assignment, client_id, client_host,
-                                     rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                                     protocols, callback)
+            self._do_new_member_join(group, request, callback)
         else:
-            self._do_current_member_join(group, member_id, group_instance_id, client_id,
-                                         client_host, rebalance_timeout_ms, session_timeout_ms,
-                                         protocol_type, protocols, callback)
+            self._do_current_member_join(group, request, callback)
         self._try_complete_join(group)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
@@ -163,80 +160,67 @@ class GroupCoordinator:
                 group.num_awaiting_join < self.config.max_size
         return group.has(member_id) or group.size < self.config.max_size
 
-    def _do_new_member_join(self, group: GroupMetadata, group_instance_id: str | None,
-                            require_known_member_id: bool, support_skip_assignment: bool,
-                            client_id: str, client_host: str, rebalance_timeout_ms: int,
-                            session_timeout_ms: int, protocol_type: str, protocols: Protocols,
+    def _do_new_member_join(self, group: GroupMetadata, request: JoinGroupRequest,
                             callback: JoinCallback) -> None:
         if group.is_(GroupState.DEAD):
             callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports_protocols(protocol_type, (n for n, _ in protocols)):
+        if not group.supports_protocols(request.protocol_type,
+                                        (n for n, _ in request.protocols)):
             callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.INCONSISTENT_GROUP_PROTOCOL))
             return
-        new_id = group.generate_member_id(client_id, group_instance_id)
-        if group_instance_id is not None:
-            old_id = group.current_static_member_id(group_instance_id)
+        instance_id = request.group_instance_id
+        new_id = group.generate_member_id(request.client_id, instance_id)
+        if instance_id is not None:
+            old_id = group.current_static_member_id(instance_id)
             if old_id is not None:
-                log.info("static member %s of group %s rejoined as %s", group_instance_id,
+                log.info("static member %s of group %s rejoined as %s", instance_id,
                          group.group_id, new_id)
-                self._update_static_member_and_rebalance(
-                    group, old_id, new_id, group_instance_id, protocols, rebalance_timeout_ms,
-                    session_timeout_ms, support_skip_assignment, callback)
+                self._update_static_member_and_rebalance(group, old_id, new_id, instance_id,
+                                                         request, callback)
                 return
-        elif require_known_member_id:
+        elif request.require_known_member_id:
             # JoinGroup v4+: hand out the id first, admit the member when it comes back.
-            group.pending_members[new_id] = self._clock() + session_timeout_ms
+            group.pending_members[new_id] = self._clock() + request.session_timeout_ms
             self._wake(group.group_id)
             callback(JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))
             return
-        self._add_member_and_rebalance(group, new_id, group_instance_id, client_id,
-                                       client_host, rebalance_timeout_ms, session_timeout_ms,
-                                       protocol_type, protocols, callback)
+        self._add_member_and_rebalance(group, new_id, request, callback)
 
-    def _do_current_member_join(self, group: GroupMetadata, member_id: str,
-                                group_instance_id: str | None, client_id: str,
-                                client_host: str, rebalance_timeout_ms: int,
-                                session_timeout_ms: int, protocol_type: str,
-                                protocols: Protocols, callback: JoinCallback) -> None:
+    def _do_current_member_join(self, group: GroupMetadata, request: JoinGroupRequest,
+                                callback: JoinCallback) -> None:
+        member_id, protocols = request.member_id, request.protocols
         if group.is_(GroupState.DEAD):
             callback(JoinResult(member_id, Errors.COORDINATOR_NOT_AVAILABLE))
             return
-        if not group.supports_protocols(protocol_type, (n for n, _ in protocols)):
+        if not group.supports_protocols(request.protocol_type, (n for n, _ in protocols)):
             callback(JoinResult(member_id, Errors.INCONSISTENT_GROUP_PROTOCOL))
             return
         if member_id in group.pending_members:
-            if group_instance_id is not None:  # pending members are never static
+            if request.group_instance_id is not None:  # pending members are never static
                 callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
                 return
-            self._add_member_and_rebalance(group, member_id, None, client_id, client_host,
-                                           rebalance_timeout_ms, session_timeout_ms,
-                                           protocol_type, protocols, callback)
+            self._add_member_and_rebalance(group, member_id, request, callback)
             return
-        error = self._validate_current_member(group, member_id, group_instance_id)
+        error = self._validate_current_member(group, member_id, request.group_instance_id)
         if error is not None:
             callback(JoinResult(member_id, error))
             return
         member = group.get(member_id)
         state = group.state
         if state is GroupState.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(group, member, protocols, rebalance_timeout_ms,
-                                              session_timeout_ms, callback)
+            self._update_member_and_rebalance(group, member, request, callback)
         elif state is GroupState.COMPLETING_REBALANCE:
             if member.matches(protocols):
                 # It missed the JoinGroup answer: repeat it for this generation.
                 callback(self._join_result(group, member_id))
             else:
-                self._update_member_and_rebalance(group, member, protocols,
-                                                  rebalance_timeout_ms, session_timeout_ms,
-                                                  callback)
+                self._update_member_and_rebalance(group, member, request, callback)
         elif state is GroupState.STABLE:
             if group.is_leader(member_id) or not member.matches(protocols):
                 # A rejoining leader forces a rebalance: it may have seen a metadata
                 # change (new partitions, new matching topics) that needs one.
-                self._update_member_and_rebalance(group, member, protocols,
-                                                  rebalance_timeout_ms, session_timeout_ms,
-                                                  callback)
+                self._update_member_and_rebalance(group, member, request, callback)
             else:
                 callback(self._join_result(group, member_id, with_members=False))
         else:  # Empty with a member id we no longer know: start over
@@ -250,14 +234,12 @@ class GroupCoordinator:
                           members=group.current_member_metadata() if leader else ())
 
     def _add_member_and_rebalance(self, group: GroupMetadata, member_id: str,
-                                  group_instance_id: str | None, client_id: str,
-                                  client_host: str, rebalance_timeout_ms: int,
-                                  session_timeout_ms: int, protocol_type: str,
-                                  protocols: Protocols, callback: JoinCallback) -> None:
-        member = MemberMetadata(member_id, group_instance_id, client_id, client_host,
-                                rebalance_timeout_ms, session_timeout_ms, protocol_type,
-                                [(n, bytes(m)) for n, m in protocols], join_callback=callback,
-                                is_new=True)
+                                  request: JoinGroupRequest, callback: JoinCallback) -> None:
+        member = MemberMetadata(member_id, request.group_instance_id, request.client_id,
+                                request.client_host, request.rebalance_timeout_ms,
+                                request.session_timeout_ms, request.protocol_type,
+                                [(n, bytes(m)) for n, m in request.protocols],
+                                join_callback=callback, is_new=True)
         if group.is_(GroupState.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True  # lets the initial delay stretch for late joiners
         group.add(member)
@@ -267,9 +249,9 @@ class GroupCoordinator:
         self._maybe_prepare_rebalance(group, f"new member {member_id} joined")
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata,
-                                     protocols: Protocols, rebalance_timeout_ms: int,
-                                     session_timeout_ms: int, callback: JoinCallback) -> None:
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms)
+                                     request: JoinGroupRequest, callback: JoinCallback) -> None:
+        group.update_member(member, request.protocols, request.rebalance_timeout_ms,
+                            request.session_timeout_ms)
         self._set_join_callback(group, member, callback)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 
@@ -284,13 +266,14 @@ class GroupCoordinator:
 
     def _update_static_member_and_rebalance(
             self, group: GroupMetadata, old_id: str, new_id: str, group_instance_id: str,
-            protocols: Protocols, rebalance_timeout_ms: int, session_timeout_ms: int,
-            support_skip_assignment: bool, callback: JoinCallback) -> None:
+            request: JoinGroupRequest, callback: JoinCallback) -> None:
         current_leader = group.leader_id or ""
+        support_skip_assignment = request.support_skip_assignment
         member = group.replace_static_member(group_instance_id, old_id, new_id)
         self._schedule_heartbeat(group, member)
         old = (list(member.protocols), member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms)
+        group.update_member(member, request.protocols, request.rebalance_timeout_ms,
+                            request.session_timeout_ms)
         member.join_callback = callback
         if group.is_(GroupState.STABLE):
             if group.select_protocol() != group.protocol_name:
@@ -453,11 +436,9 @@ class GroupCoordinator:
         self._due.schedule(group.group_id, member.heartbeat_deadline_ms)
 
     # ================================================================== SyncGroup
-    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str,
-                          protocol_type: str | None, protocol_name: str | None,
-                          group_instance_id: str | None, assignments: Mapping[str, bytes],
-                          callback: SyncCallback) -> None:
-        error = self._validate_group_status(group_id)
+    def handle_sync_group(self, request: SyncGroupRequest, callback: SyncCallback) -> None:
+        member_id = request.member_id
+        error = self._validate_group_status(request.group_id)
         if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
             # The rebalance's state is gone with the old coordinator; rejoining is the
             # way on, and older clients do not expect LOAD_IN_PROGRESS here.
@@ -466,12 +447,11 @@ class GroupCoordinator:
         if error is not None:
             callback(SyncResult(error))
             return
-        group = self.manager.get(group_id)
+        group = self.manager.get(request.group_id)
         if group is None:
             callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
             return
-        error = self._validate_sync(group, generation_id, member_id, protocol_type,
-                                    protocol_name, group_instance_id)
+        error = self._validate_sync(group, request)
         if error is not None:
             callback(SyncResult(error))
             return
@@ -486,7 +466,7 @@ class GroupCoordinator:
             member.sync_callback = callback
             self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
-                self._store_assignment(group, member_id, assignments)
+                self._store_assignment(group, member_id, request.assignments)
         elif state is GroupState.STABLE:
             self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)
@@ -494,9 +474,23 @@ class GroupCoordinator:
                                 member.assignment))
             self._schedule_heartbeat(group, member)
 
-    def _validate_sync(self, group: GroupMetadata, generation_id: int, member_id: str,
-                       protocol_type: str | None, protocol_name: str | None,
-                       group_instance_id: str | None) -> Errors | None:
+    def _validate_sync(self, group: GroupMetadata, request: SyncGroupRequest) -> Errors | None:
+        error = self._validate_generation_member(group, request.member_id,
+                                                 request.group_instance_id,
+                                                 request.generation_id)
+        if error is not None:
+            return error
+        protocol_type, protocol_name = request.protocol_type, request.protocol_name
+        if protocol_type is not None and protocol_type != group.protocol_type:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        if protocol_name is not None and protocol_name != group.protocol_name:
+            return Errors.INCONSISTENT_GROUP_PROTOCOL
+        return None
+
+    def _validate_generation_member(self, group: GroupMetadata, member_id: str,
+                                    group_instance_id: str | None, generation_id: int
+                                    ) -> Errors | None:
+        """A live group, a current member, and the group's generation."""
         if group.is_(GroupState.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
         error = self._validate_current_member(group, member_id, group_instance_id)
@@ -504,10 +498,6 @@ class GroupCoordinator:
             return error
         if generation_id != group.generation_id:
             return Errors.ILLEGAL_GENERATION
-        if protocol_type is not None and protocol_type != group.protocol_type:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
-        if protocol_name is not None and protocol_name != group.protocol_name:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
         return None
 
     def _store_assignment(self, group: GroupMetadata, leader_id: str,
@@ -541,26 +531,23 @@ class GroupCoordinator:
             group.sync_deadline_ms = None
 
     # ================================================================== Heartbeat / LeaveGroup
-    def handle_heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None,
-                         generation_id: int) -> Errors:
-        error = self._validate_group_status(group_id)
+    def handle_heartbeat(self, request: HeartbeatRequest) -> Errors:
+        error = self._validate_group_status(request.group_id)
         if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
             return Errors.NONE  # the group is being loaded: answer blindly, as Kafka does
         if error is not None:
             return error
-        group = self.manager.get(group_id)
+        group = self.manager.get(request.group_id)
         if group is None:
             return Errors.UNKNOWN_MEMBER_ID
-        if group.is_(GroupState.DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE
-        error = self._validate_current_member(group, member_id, group_instance_id)
+        error = self._validate_generation_member(group, request.member_id,
+                                                 request.group_instance_id,
+                                                 request.generation_id)
         if error is not None:
             return error
-        if generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
         if group.is_(GroupState.EMPTY):
             return Errors.UNKNOWN_MEMBER_ID
-        self._schedule_heartbeat(group, group.get(member_id))
+        self._schedule_heartbeat(group, group.get(request.member_id))
         if group.is_(GroupState.PREPARING_REBALANCE):
             return Errors.REBALANCE_IN_PROGRESS
         return Errors.NONE
@@ -600,46 +587,44 @@ class GroupCoordinator:
         return Errors.NONE
 
     # ================================================================== offsets
-    def handle_commit_offsets(self, group_id: str, member_id: str,
-                              group_instance_id: str | None, generation_id: int,
-                              offsets: Mapping[TopicPartition, OffsetAndMetadata],
+    def handle_commit_offsets(self, request: OffsetCommitRequest,
                               callback: CommitCallback) -> None:
+        offsets = request.offsets
+
         def fail(error: Errors) -> None:
             callback(dict.fromkeys(offsets, error))
 
-        error = self._validate_group_status(group_id, allow_empty=True)
+        error = self._validate_group_status(request.group_id, allow_empty=True)
         if error is not None:
             fail(error)
             return
-        group = self.manager.get(group_id)
+        group = self.manager.get(request.group_id)
         if group is None:
-            if generation_id >= 0:
+            if request.generation_id >= 0:
                 fail(Errors.ILLEGAL_GENERATION)  # a member of a generation we never had
                 return
             # Not using group management, just storing offsets (assign() + commit()).
-            group = self.manager.get_or_create(group_id)
-        error = self._validate_offset_commit(group, generation_id, member_id, group_instance_id)
+            group = self.manager.get_or_create(request.group_id)
+        error = self._validate_offset_commit(group, request)
         if error is not None:
             fail(error)
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             # A member of the new generation that has not synced yet.
             fail(Errors.REBALANCE_IN_PROGRESS)
         else:
-            if group.has(member_id):
-                self._schedule_heartbeat(group, group.get(member_id))
+            if group.has(request.member_id):
+                self._schedule_heartbeat(group, group.get(request.member_id))
             self._store_offsets(group, offsets, callback)
 
-    def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
-                                group_instance_id: str | None) -> Errors | None:
+    def _validate_offset_commit(self, group: GroupMetadata, request: OffsetCommitRequest
+                                ) -> Errors | None:
+        if request.generation_id >= 0 or request.member_id != UNKNOWN_MEMBER_ID or \
+                request.group_instance_id is not None:
+            return self._validate_generation_member(group, request.member_id,
+                                                    request.group_instance_id,
+                                                    request.generation_id)
         if group.is_(GroupState.DEAD):
             return Errors.COORDINATOR_NOT_AVAILABLE
-        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = self._validate_current_member(group, member_id, group_instance_id)
-            if error is not None:
-                return error
-            if generation_id != group.generation_id:
-                return Errors.ILLEGAL_GENERATION
-            return None
         if not group.is_(GroupState.EMPTY):
             return Errors.UNKNOWN_MEMBER_ID  # only members may commit for an active group
         return None

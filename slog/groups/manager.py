@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from slog.core.errors import CorruptRecordError
@@ -84,6 +84,8 @@ class _Replay:
 
     groups: dict[str, tuple[GroupValue | None, int]]  # value (None: tombstone), record offset
     offsets: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata | None, int]]]
+    # Records of key versions slog does not know (a newer coordinator's): version -> count.
+    unknown: dict[int, int] = field(default_factory=dict)
 
 
 class GroupMetadataManager:
@@ -220,10 +222,17 @@ class GroupMetadataManager:
             elif isinstance(parsed, GroupKey):
                 group = None if value is None else decode_group_value(value)
                 replay.groups[parsed.group] = (group, offset)
+            else:
+                version = int.from_bytes(key[:2], "big", signed=True)
+                replay.unknown[version] = replay.unknown.get(version, 0) + 1
         except WireFormatError as exc:
             log.warning("skipping unreadable __consumer_offsets record at %d: %s", offset, exc)
 
     def _finish_load(self, partition: int, replay: _Replay) -> None:
+        if replay.unknown:
+            log.warning("skipped __consumer_offsets-%d records of unknown key versions "
+                        "(version: count) %s: written by a newer coordinator?", partition,
+                        dict(sorted(replay.unknown.items())))
         count = self.partition_count()
         loaded = 0
         for group_id in set(replay.groups) | set(replay.offsets):

@@ -13,7 +13,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from slog.core.acls import AclBinding, AclFilter
 from slog.core.config import (
@@ -24,8 +24,21 @@ from slog.core.config import (
 )
 from slog.core.errors import InvalidTopicError
 from slog.core.listeners import Endpoint
-from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState, Record
+from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState
 from slog.core.metadata_log import MetadataLogWriter
+from slog.core.metadata_records import (
+    AccessControlEntryRecord,
+    BrokerConfigRecord,
+    BrokerRegistration,
+    ControllerRecord,
+    FenceBrokerRecord,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
+    RemoveTopicRecord,
+    TopicConfigRecord,
+    TopicRecord,
+)
 from slog.core.names import topic_collides, validate_topic_name
 from slog.protocol.errors import ErrorCode
 from slog.replication import elections, leader_balance, reassignment
@@ -125,9 +138,9 @@ class Controller:
     def image(self) -> MetadataImage:
         return self._image()
 
-    def _write(self, records: Sequence[Record]) -> None:
+    def _write(self, records: Sequence[MetadataRecord]) -> None:
         now = int(time.time() * 1000)
-        stamped = [{**r, "controller_epoch": self.epoch, "ts": now} for r in records]
+        stamped = [replace(r, controller_epoch=self.epoch, ts=now) for r in records]
         self._writer.append(stamped)
         self._on_write()
 
@@ -135,7 +148,7 @@ class Controller:
     def activate(self) -> int:
         """Claim the next controller epoch; records of older controllers lose."""
         self.epoch = self.image.controller_epoch + 1
-        self._write([{"type": "controller", "controller_id": self.config.broker_id}])
+        self._write([ControllerRecord(self.config.broker_id)])
         log.info("broker %d is the controller at epoch %d", self.config.broker_id, self.epoch)
         return self.epoch
 
@@ -145,17 +158,13 @@ class Controller:
         """A live broker (re)joins. A new incarnation first loses its ISR places:
         it restarted, so what it had not flushed may be gone."""
         current = self.image.brokers.get(broker_id)
-        if current and (current.host, current.port, current.incarnation, current.fenced,
-                        current.rack, current.endpoints) == \
-                (host, port, incarnation, False, rack, tuple(endpoints)):
+        registration = BrokerRegistration(broker_id, host, port, incarnation, False, rack,
+                                          tuple(endpoints))
+        if current == registration:
             return
         if current is not None and not current.fenced and current.incarnation != incarnation:
             self.fence_broker(broker_id, "restarted")
-        record: Record = {"type": "broker", "broker_id": broker_id, "host": host, "port": port,
-                          "incarnation": incarnation, "fenced": False, "rack": rack}
-        if endpoints:
-            record["endpoints"] = [e.to_record() for e in endpoints]
-        self._write([record])
+        self._write([RegisterBrokerRecord(registration)])
         self.elect_offline_partitions()
 
     def sync_liveness(self, brokers: Sequence[BrokerStatus]) -> None:
@@ -190,7 +199,7 @@ class Controller:
         if current is None or current.fenced:
             return
         live = set(self._live_broker_ids()) - {broker_id}
-        records: list[Record] = [{"type": "broker_fence", "broker_id": broker_id, "fenced": True}]
+        records: list[MetadataRecord] = [FenceBrokerRecord(broker_id, True)]
         for state in self.image.partitions_of(broker_id):
             changed = elections.on_broker_fenced(state, broker_id, live,
                                                  self._unclean_allowed(state.topic))
@@ -419,7 +428,7 @@ class Controller:
             return configured
         return max(1, min(3, len(self._live_broker_ids())))
 
-    def plan_topic(self, spec: NewTopic) -> tuple[CreatedTopic, list[Record]]:
+    def plan_topic(self, spec: NewTopic) -> tuple[CreatedTopic, list[MetadataRecord]]:
         """Validate ``spec`` and return the records that would create it."""
         try:
             validate_topic_name(spec.name)
@@ -459,9 +468,7 @@ class Controller:
             except PlacementError as exc:
                 raise ControllerError("invalid_replication_factor", str(exc)) from exc
         topic_id = str(uuid.uuid4())
-        records: list[Record] = [
-            {"type": "topic", "name": spec.name, "topic_id": topic_id, "configs": configs}
-        ]
+        records: list[MetadataRecord] = [TopicRecord(spec.name, topic_id, configs)]
         records += [self._new_partition(spec.name, p, replicas).to_record()
                     for p, replicas in sorted(plan.items())]
         created = CreatedTopic(spec.name, topic_id, len(plan), len(plan[0]), configs)
@@ -494,7 +501,7 @@ class Controller:
     def create_topics(self, specs: Sequence[NewTopic], *, validate_only: bool = False
                       ) -> list[CreatedTopic | ControllerError]:
         results: list[CreatedTopic | ControllerError] = []
-        pending: list[Record] = []
+        pending: list[MetadataRecord] = []
         seen: set[str] = set()
         default_partitions = self.config.get_int("num.partitions")
         # Invalid counts add nothing, so they cannot offset a huge one.
@@ -527,7 +534,7 @@ class Controller:
                                                 f"topic {name!r} does not exist")
                 continue
             outcome[name] = None
-            records.append({"type": "remove_topic", "name": name})
+            records.append(RemoveTopicRecord(name))
         if records:
             self._write(records)
         return outcome
@@ -537,14 +544,14 @@ class Controller:
         """Store validated bindings; one already stored is not written twice."""
         new = [b for b in dict.fromkeys(bindings) if b not in self.image.acls]
         if new:
-            self._write([{"type": "acl", **b.to_record()} for b in new])
+            self._write([AccessControlEntryRecord(b) for b in new])
 
     def delete_acls(self, filters: Sequence[AclFilter]) -> list[list[AclBinding]]:
         """Delete every binding each filter matches; per filter, what it deleted."""
         matched = [[b for b in self.image.acls if f.matches(b)] for f in filters]
         doomed = list(dict.fromkeys(b for group in matched for b in group))
         if doomed:
-            self._write([{"type": "remove_acl", **b.to_record()} for b in doomed])
+            self._write([RemoveAccessControlEntryRecord(b) for b in doomed])
         return matched
 
     def create_partitions(self, topic: str, total: int, assignment: list[list[int]] | None,
@@ -586,7 +593,7 @@ class Controller:
         except ConfigError as exc:
             raise ControllerError("invalid_config", str(exc)) from exc
         if clean and not validate_only:
-            self._write([{"type": "topic_config", "topic": topic, "configs": clean}])
+            self._write([TopicConfigRecord(topic, clean)])
 
     def alter_broker_configs(self, broker_id: int | None, changes: Mapping[str, str | None], *,
                              validate_only: bool = False) -> None:
@@ -605,7 +612,7 @@ class Controller:
         current = self.image.dynamic_broker_configs(broker_id)
         clean = {k: v for k, v in clean.items() if current.get(k) != v}
         if clean and not validate_only:
-            self._write([{"type": "broker_config", "broker_id": broker_id, "configs": clean}])
+            self._write([BrokerConfigRecord(broker_id, clean)])
 
 
 def _too_many_partitions() -> ControllerError:

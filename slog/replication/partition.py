@@ -339,13 +339,21 @@ class Partition:
         wanted = tuple(isr)
         return None if set(wanted) == set(self.isr) else wanted
 
+    @property
+    def isr_is_full(self) -> bool:
+        return self.state is not None and len(self.isr) == len(self.state.replicas)
+
     def isr_deadline_ms(self, lag_max_ms: float) -> float | None:
         """When ``wanted_isr`` could next shrink the ISR with no fetch happening: the
         earliest in-sync follower's last catch-up plus the allowed lag. None when no
         follower is in the ISR (only a fetch, which calls ``isr_watch``, can change it)."""
         if not self.is_leader:
             return None
-        deadlines = [follower.last_caught_up_ms + lag_max_ms
+        # caught_up_ms, not last_caught_up_ms: an idle follower in an incremental session
+        # is not named in its fetches, yet is caught up as of each of them. Using the
+        # stored time made every idle partition due again on every tick.
+        leo = self.log.log_end_offset
+        deadlines = [follower.caught_up_ms(leo) + lag_max_ms
                      for replica, follower in self.followers.items() if replica in self.isr]
         return min(deadlines, default=None)
 

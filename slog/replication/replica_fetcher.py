@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,6 +40,7 @@ RESPONSE_FETCH_BYTES = 64 * 1024 * 1024
 BACKOFF_S = 0.2  # replica.fetch.backoff.ms: after an error, don't spin
 METADATA_LAG_BACKOFF_S = 0.02  # ...but a leader change still propagating settles in ~50 ms
 UNDEFINED_EPOCH = -1
+SWEEP_INTERVAL_S = 5.0  # every entry re-read, for changes no hook reports
 
 TopicPartition = tuple[str, int]
 
@@ -50,10 +52,51 @@ class ReplicaFetcher:
         self.address = address
         self.partitions: dict[TopicPartition, Partition] = {}
         # KIP-227: after the first full request, only partitions that changed are sent.
+        # The session is told of changes as they happen (our LEO moved, a truncation, a
+        # new assignment), so an idle fetch costs nothing per partition.
         self._session = FetchSessionHandler()
+        self._dirty: set[TopicPartition] = set()  # entries to rebuild before the next fetch
+        self._truncating: set[TopicPartition] = set()  # kept out of the session meanwhile
+        self._swept_at = 0.0
         self._channel = BrokerChannel(*address, client_id=f"replica-fetcher-{broker_id}")
         self._task: asyncio.Task[None] | None = None
         self._leader_behind = False  # the last answer said "not (yet) the leader"
+
+    def follow(self, partitions: dict[TopicPartition, Partition]) -> None:
+        """Follow exactly ``partitions`` (a new assignment: every entry is looked at)."""
+        gone = self.partitions.keys() - partitions.keys()
+        self.partitions = partitions
+        self._dirty.update(gone)
+        self._dirty.update(partitions)
+
+    def _changed(self, key: TopicPartition) -> None:
+        self._dirty.add(key)
+
+    def _refresh_session(self) -> None:
+        """Bring the session's entries up to date with the partitions that changed."""
+        now = time.monotonic()
+        if now - self._swept_at >= SWEEP_INTERVAL_S:
+            # Anything no hook reports (retention moving a log start) within a sweep.
+            self._swept_at = now
+            self._dirty.update(self.partitions)
+        dirty, self._dirty = self._dirty, set()
+        for key in dirty:
+            partition = self.partitions.get(key)
+            if partition is None or partition.needs_truncation:
+                # Left out (forgotten) while truncating: the leader would otherwise
+                # keep sending records we cannot append yet.
+                self._session.remove(key)
+                if partition is None:
+                    self._truncating.discard(key)
+                else:
+                    self._truncating.add(key)
+                continue
+            self._truncating.discard(key)
+            self._session.update(key, {
+                "current_leader_epoch": partition.leader_epoch,
+                "fetch_offset": partition.log.log_end_offset, "last_fetched_epoch": -1,
+                "log_start_offset": partition.log.log_start_offset,
+                "partition_max_bytes": PARTITION_FETCH_BYTES})
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(
@@ -93,7 +136,9 @@ class ReplicaFetcher:
 
     # -- truncation ----------------------------------------------------------------------
     async def _truncate_where_needed(self) -> None:
-        pending = {k: p for k, p in self.partitions.items() if p.needs_truncation}
+        self._refresh_session()
+        pending = {k: p for k in self._truncating
+                   if (p := self.partitions.get(k)) is not None and p.needs_truncation}
         if not pending:
             return
         body = {"replica_id": self.broker_id, "topics": _by_topic(
@@ -110,6 +155,7 @@ class ReplicaFetcher:
                 if partition is None or result.error_code != 0:
                     continue
                 self._truncate(partition, result.leader_epoch, result.end_offset)
+                self._changed((topic.topic, result.partition))
 
     @staticmethod
     def _truncate(partition: Partition, leader_epoch: int, end_offset: int) -> None:
@@ -133,20 +179,14 @@ class ReplicaFetcher:
 
     # -- fetching ------------------------------------------------------------------------
     async def _fetch_once(self) -> bool:
-        ready = {k: p for k, p in self.partitions.items() if not p.needs_truncation}
-        if not ready:
+        self._refresh_session()
+        if len(self._truncating) == len(self.partitions):
             return False
         self._leader_behind = False
-        # Partitions being truncated are left out (forgotten): the leader would
-        # otherwise keep sending records we cannot append yet.
-        wanted = {key: {"current_leader_epoch": p.leader_epoch,
-                        "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
-                        "log_start_offset": p.log.log_start_offset,
-                        "partition_max_bytes": PARTITION_FETCH_BYTES}
-                  for key, p in ready.items()}
+        partitions = self.partitions  # follow() replaces it; answers for the old are dropped
         body = {"replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
                 "max_bytes": RESPONSE_FETCH_BYTES, "isolation_level": 0, "rack_id": "",
-                **self._session.build(wanted)}
+                **self._session.build()}
         try:
             frame = await self._channel.request_frame(ApiKey.FETCH, FETCH_VERSION, body)
             # Decoded by hand: the records stay slices of the received frame (no copy).
@@ -160,10 +200,13 @@ class ReplicaFetcher:
                      self.leader_id, response.error_code)
         for topic in response.responses:
             for result in topic.partitions:
-                partition = ready.get((topic.topic, result.partition_index))
-                if partition is not None and partition is self.partitions.get(
-                        (topic.topic, result.partition_index)):
+                key = (topic.topic, result.partition_index)
+                partition = partitions.get(key)
+                if partition is not None and partition is self.partitions.get(key) and \
+                        key not in self._truncating:
                     progressed &= self._apply(partition, result)
+                    if result.records or partition.needs_truncation or result.error_code:
+                        self._changed(key)  # our LEO (or what we may fetch) moved
         return progressed
 
     def _apply(self, partition: Partition, result: Any) -> bool:
@@ -230,7 +273,7 @@ class ReplicaFetcherManager:
                 fetcher = ReplicaFetcher(self.broker_id, leader, addresses[leader])
                 self.fetchers[leader] = fetcher
                 fetcher.start()
-            fetcher.partitions = partitions
+            fetcher.follow(partitions)
 
     async def shutdown(self) -> None:
         fetchers, self.fetchers = list(self.fetchers.values()), {}

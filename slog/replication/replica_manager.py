@@ -184,7 +184,9 @@ class ReplicaManager:
             leader = image.brokers.get(state.leader)
             if leader is not None and not leader.fenced:
                 self._follow[key] = (partition, leader.broker_id, (leader.host, leader.port))
-        if self._follow.get(key) != before:
+        # A new leader epoch under the same leader is news to its fetcher too: it
+        # must truncate before fetching again.
+        if self._follow.get(key) != before or partition.needs_truncation:
             self._fetchers_stale = True
         if was_leader != partition.is_leader:
             for listener in self.leadership_listeners:
@@ -356,6 +358,12 @@ class ReplicaManager:
                 continue  # becoming leader again makes it due again
             if partition.isr_change_in_flight:
                 continue  # _propose_isrs reschedules it when the answer comes
+            deadline = partition.isr_deadline_ms(lag_max_ms)
+            if deadline is not None and deadline > now_ms and partition.isr_is_full:
+                # Nobody to add and nobody late yet (the usual idle case): no need to
+                # work out the wanted ISR, only to look again at the new deadline.
+                self._isr_due.schedule(key, deadline + ISR_DEADLINE_SLACK_MS)
+                continue
             wanted = partition.wanted_isr(lag_max_ms)
             if wanted is not None:
                 proposals.append((partition, wanted))

@@ -8,11 +8,11 @@ and against a real Kafka. Everything here is pure except
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from slog.core import metadata_records as records
 from slog.core.metadata import MetadataImage
 from slog.tui.model import NO_LEADER, ClusterSnapshot, GroupInfo, PartitionInfo
 
@@ -150,33 +150,32 @@ def diff_events(old: ClusterSnapshot | None, new: ClusterSnapshot,
 
 # -- the metadata log (slog's data dir) --------------------------------------------------
 
-def record_events(image: MetadataImage, record: Mapping[str, Any], at: float) -> list[Event]:
+def record_events(image: MetadataImage, record: records.MetadataRecord, at: float) -> list[Event]:
     """The events one metadata record means, judged against the image before it."""
-    kind = record.get("type")
-    if kind == "controller":
-        return [Event(at, "controller", f"broker {record['controller_id']} became controller "
-                      f"(epoch {record.get('controller_epoch', '?')})", WARN)]
-    if kind == "broker":
-        known = image.brokers.get(int(record["broker_id"]))
-        if record.get("fenced"):
+    if isinstance(record, records.ControllerRecord):
+        return [Event(at, "controller", f"broker {record.controller_id} became controller "
+                      f"(epoch {record.controller_epoch})", WARN)]
+    if isinstance(record, records.RegisterBrokerRecord):
+        broker_id = record.registration.broker_id
+        if record.registration.fenced:
             return []
-        again = " (restarted)" if known is not None else ""
-        return [Event(at, "broker-up", f"broker {record['broker_id']} registered{again}")]
-    if kind == "broker_fence":
-        broker_id = int(record["broker_id"])
-        known = image.brokers.get(broker_id)
+        again = " (restarted)" if broker_id in image.brokers else ""
+        return [Event(at, "broker-up", f"broker {broker_id} registered{again}")]
+    if isinstance(record, records.FenceBrokerRecord):
+        known = image.brokers.get(record.broker_id)
         was_up = None if known is None else not known.fenced
-        return broker_events(at, broker_id, was_up, not record["fenced"], " (fenced)")
-    if kind == "topic":
-        return [Event(at, "topic", f"topic {record['name']} created")]
-    if kind == "remove_topic":
-        return [Event(at, "topic", f"topic {record['name']} deleted", WARN)]
-    if kind == "partition":
-        old = image.partition(record["topic"], int(record["partition"]))
+        return broker_events(at, record.broker_id, was_up, not record.fenced, " (fenced)")
+    if isinstance(record, records.TopicRecord):
+        return [Event(at, "topic", f"topic {record.name} created")]
+    if isinstance(record, records.RemoveTopicRecord):
+        return [Event(at, "topic", f"topic {record.name} deleted", WARN)]
+    if isinstance(record, records.PartitionRecord):
+        new = record.state
+        old = image.partition(new.topic, new.partition)
         if old is None:
             return []
-        return partition_events(at, f"{record['topic']}-{record['partition']}", old.leader,
-                                old.isr, int(record["leader"]), record["isr"])
+        return partition_events(at, f"{new.topic}-{new.partition}", old.leader, old.isr,
+                                new.leader, new.isr)
     return []
 
 
@@ -193,7 +192,7 @@ class MetadataLogEvents:
 
     def poll(self) -> Iterator[Event]:
         for offset, record in self._reader.poll():
-            at = float(record.get("ts", 0)) / 1000
+            at = record.ts / 1000
             events = record_events(self.image, record, at)
             if self.image.apply(record, offset):
                 yield from events

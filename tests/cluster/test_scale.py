@@ -17,6 +17,7 @@ import pytest
 
 from slog.client import Admin, NewTopic
 from slog.core.metadata_log import MetadataLogReader
+from slog.core.metadata_records import FenceBrokerRecord, PartitionRecord
 from slog.protocol.apis import ApiKey
 from tests.cluster.conftest import Cluster, wait_until
 
@@ -91,9 +92,10 @@ def test_thousands_of_partitions(cluster: Cluster) -> None:
     writes: dict[int, set[tuple[str, int]]] = defaultdict(set)  # ts -> moved partitions
     fence_ts = None
     for _, record in MetadataLogReader(cluster.layout.metadata_dir, start_offset).poll():
-        if record["type"] == "broker_fence" and record["broker_id"] == victim:
-            fence_ts = record["ts"]
-        if record["type"] == "partition" and (record["topic"], record["partition"]) in led:
-            writes[record["ts"]].add((record["topic"], record["partition"]))
+        if isinstance(record, FenceBrokerRecord) and record.broker_id == victim:
+            fence_ts = record.ts
+        if isinstance(record, PartitionRecord) and \
+                (key := (record.state.topic, record.state.partition)) in led:
+            writes[record.ts].add(key)
     assert fence_ts is not None
     assert writes[fence_ts] == led, f"leaderships moved in {len(writes)} appends"

@@ -7,6 +7,8 @@ write goes to a log that a fresh coordinator then loads back.
 from __future__ import annotations
 
 import asyncio
+import logging
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,18 @@ from typing import Any
 import pytest
 
 from slog.core.consumer_protocol import Subscription, encode_subscription
+from slog.core.records import BatchBuilder
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.group import GroupState
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import Errors, JoinResult, SyncResult
 from slog.groups.offsets import OffsetAndMetadata
+from slog.groups.requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 from tests.groups.local_log import LocalOffsetsLog
 
 E = Errors
@@ -56,9 +65,10 @@ class Harness:
              rebalance: int = 1000, protocol_type: str = "consumer",
              client: str = "client") -> Box:
         box = Box()
-        self.coordinator.handle_join_group(
-            group, member, instance, version >= 4 and instance is None, version >= 9, client,
-            "/127.0.0.1", rebalance, session, protocol_type, protocols, box)
+        self.coordinator.handle_join_group(JoinGroupRequest(
+            group, member, instance, client, "/127.0.0.1", rebalance, session, protocol_type,
+            protocols, require_known_member_id=version >= 4 and instance is None,
+            support_skip_assignment=version >= 9), box)
         return box
 
     def join_new(self, group: str = "g", **kwargs: Any) -> Box:
@@ -71,24 +81,24 @@ class Harness:
              assignments: dict[str, bytes] | None = None, generation: int | None = None,
              instance: str | None = None) -> Box:
         box = Box()
-        self.coordinator.handle_sync_group(
+        self.coordinator.handle_sync_group(SyncGroupRequest(
             group, result.generation_id if generation is None else generation,
-            result.member_id, "consumer", result.protocol_name, instance, assignments or {}, box)
+            result.member_id, instance, "consumer", result.protocol_name, assignments or {}), box)
         return box
 
     def heartbeat(self, result: JoinResult, group: str = "g", generation: int | None = None
                   ) -> Errors:
-        return self.coordinator.handle_heartbeat(
+        return self.coordinator.handle_heartbeat(HeartbeatRequest(
             group, result.member_id, None,
-            result.generation_id if generation is None else generation)
+            result.generation_id if generation is None else generation))
 
     def commit(self, group: str, member: str, generation: int,
                offsets: dict[tuple[str, int], int], metadata: str = "") -> dict[Any, Errors]:
         box = Box()
-        self.coordinator.handle_commit_offsets(
+        self.coordinator.handle_commit_offsets(OffsetCommitRequest(
             group, member, None, generation,
             {tp: OffsetAndMetadata(o, -1, metadata, 1_700_000_000_000)
-             for tp, o in offsets.items()}, box)
+             for tp, o in offsets.items()}), box)
         return box.value
 
     def advance(self, ms: float) -> None:
@@ -152,10 +162,11 @@ def test_rebalance_when_a_member_arrives(h: Harness) -> None:
 def test_heartbeat_and_sync_errors(h: Harness) -> None:
     a, _ = stable_pair(h)
     assert h.heartbeat(a, generation=1) is E.ILLEGAL_GENERATION
-    assert h.coordinator.handle_heartbeat("g", "stranger", None, 2) is E.UNKNOWN_MEMBER_ID
-    assert h.coordinator.handle_heartbeat("nope", "x", None, 1) is E.UNKNOWN_MEMBER_ID
+    beat = h.coordinator.handle_heartbeat
+    assert beat(HeartbeatRequest("g", "stranger", None, 2)) is E.UNKNOWN_MEMBER_ID
+    assert beat(HeartbeatRequest("nope", "x", None, 1)) is E.UNKNOWN_MEMBER_ID
     assert h.sync(a, generation=7).value.error is E.ILLEGAL_GENERATION
-    assert h.coordinator.handle_heartbeat("", "x", None, 1) is E.INVALID_GROUP_ID
+    assert beat(HeartbeatRequest("", "x", None, 1)) is E.INVALID_GROUP_ID
 
 
 def test_session_timeout_evicts_a_silent_member(h: Harness) -> None:
@@ -207,7 +218,8 @@ def test_static_member_restart_within_session_keeps_its_assignment(h: Harness) -
     assert synced.assignment == b"p0"
     # The old incarnation is fenced.
     box = Box()
-    h.coordinator.handle_sync_group("g", 1, joined.member_id, None, None, "host-1", {}, box)
+    h.coordinator.handle_sync_group(
+        SyncGroupRequest("g", 1, joined.member_id, "host-1", None, None, {}), box)
     assert box.value.error is E.FENCED_INSTANCE_ID
 
 
@@ -356,6 +368,35 @@ def test_a_new_coordinator_loads_groups_and_offsets_from_the_log(h: Harness, tmp
     assert fresh.heartbeat(a) is E.REBALANCE_IN_PROGRESS
 
 
+def test_loading_skips_unknown_and_invalid_records_with_a_warning(
+        h: Harness, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    h.commit("solo", "", -1, {("t", 0): 5})
+
+    def text(value: str) -> bytes:
+        return struct.pack(">h", len(value)) + value.encode()
+
+    builder = BatchBuilder()
+    for key, value in [
+        (b"\x00\x05" + text("solo"), b"from a newer coordinator"),  # unknown key version
+        (b"\x00\x05" + text("other"), b"again"),
+        (b"\x00\x0b" + text("solo"), None),
+        (b"\x00\x01" + text("solo") + text("t") + struct.pack(">i", -1),  # partition -1
+         b"\x00\x03" + struct.pack(">qi", 9, 0) + text("") + struct.pack(">q", 1)),
+        (b"\x00\x01" + text("solo") + text("t") + struct.pack(">i", 0),  # value v9: newer
+         b"\x00\x09" + b"\x00" * 24),
+        (b"\x00\x02" + text("solo"), b"\x00\x03" + text("consumer") + struct.pack(">i", -4)),
+    ]:
+        builder.append(key, value, (), 1)
+    h.log.append(0, builder.build())
+    with caplog.at_level(logging.WARNING, logger="slog.groups"):
+        fresh = Harness(tmp_path, log=h.log)
+    assert fresh.coordinator.handle_fetch_offsets("solo", None)[1] == {
+        ("t", 0): OffsetAndMetadata(5, -1, "", 1_700_000_000_000)}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert sum("unknown key versions" in w and "{5: 2, 11: 1}" in w for w in warnings) == 1
+    assert sum("skipping unreadable" in w for w in warnings) == 3
+
+
 def test_requests_wait_while_the_partition_loads(h: Harness, tmp_path: Path) -> None:
     a, _ = stable_pair(h)
 
@@ -418,8 +459,8 @@ def test_expiry_looks_only_at_groups_with_something_due(h: Harness) -> None:
     assert looked == []
     g2 = h.manager.get("g2")
     member = next(iter(g2.members.values()))
-    assert h.coordinator.handle_heartbeat("g2", member.member_id, None,
-                                          g2.generation_id) is E.NONE
+    assert h.coordinator.handle_heartbeat(
+        HeartbeatRequest("g2", member.member_id, None, g2.generation_id)) is E.NONE
     h.advance(1)  # the heartbeat woke g2 only
     assert looked == ["g2"]
     looked.clear()

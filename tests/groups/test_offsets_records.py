@@ -100,3 +100,11 @@ def test_garbage_values_raise(data: bytes) -> None:
         decode_group_value(data)
     with pytest.raises(WireFormatError):
         decode_offset_value(data)
+
+
+def test_keys_and_values_out_of_range_raise() -> None:
+    with pytest.raises(WireFormatError):  # no partition is negative
+        decode_key(b"\x00\x01" + _s("g") + _s("t") + struct.pack(">i", -1))
+    with pytest.raises(WireFormatError):  # generations start at 0
+        decode_group_value(b"\x00\x03" + _s("consumer") + struct.pack(">i", -1) + b"\xff\xff"
+                           + b"\xff\xff" + struct.pack(">qi", 0, 0))

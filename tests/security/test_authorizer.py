@@ -18,6 +18,7 @@ from slog.core.acls import (
     ResourceType,
 )
 from slog.core.metadata import MetadataImage
+from slog.core.metadata_records import InvalidRecordError, decode_record
 from slog.protocol.apis import ApiKey
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
@@ -116,12 +117,13 @@ def test_filters() -> None:
 def test_acl_records_replay_into_the_image() -> None:
     binding = acl("orders", Operation.READ)
     image = MetadataImage()
-    image.apply({"type": "acl", **binding.to_record()}, 0)
-    image.apply({"type": "acl", **binding.to_record()}, 1)
+    image.apply(decode_record({"type": "acl", **binding.to_record()}), 0)
+    image.apply(decode_record({"type": "acl", **binding.to_record()}), 1)
     assert image.acls == {binding}
-    image.apply({"type": "acl", **binding.to_record(), "operation": 99}, 2)  # unknown: skipped
+    with pytest.raises(InvalidRecordError):  # unknown: the log reader skips it
+        decode_record({"type": "acl", **binding.to_record(), "operation": 99})
     assert image.acls == {binding}
-    image.apply({"type": "remove_acl", **binding.to_record()}, 3)
+    image.apply(decode_record({"type": "remove_acl", **binding.to_record()}), 3)
     assert image.acls == set()
 
 

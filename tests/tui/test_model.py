@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from slog.core.metadata import MetadataImage
+from slog.core.metadata_records import decode_record
 from slog.tui import format as fmt
 from slog.tui import views
 from slog.tui.actions import parse_reset_spec
@@ -106,7 +107,8 @@ def test_metadata_records_become_events() -> None:
          "leader": 1, "controller_epoch": 1},
     ]
     seen = []
-    for offset, record in enumerate(records):
+    for offset, fields in enumerate(records):
+        record = decode_record(fields)
         seen += [e.kind for e in record_events(image, record, 1.0)]
         image.apply(record, offset)
     assert seen == ["controller", "broker-up", "topic", "broker-down", "isr-shrink"]

@@ -121,6 +121,33 @@ def test_a_follower_past_its_lag_deadline_is_shrunk(replicas: ReplicaManager) ->
     assert replicas.due_isr_changes(LAG_MS, deadline) == [(partition, (1, 2))]
 
 
+class Session:
+    """A follower's fetch session as the leader sees it (FetchWatcher)."""
+
+    wants_log_end = True
+
+    def __init__(self, last_fetch_ms: float):
+        self.last_fetch_ms = last_fetch_ms
+
+    def partition_changed(self, key: tuple[str, int] | None) -> None:
+        pass
+
+
+def test_idle_followers_in_a_session_push_the_deadline_back(replicas: ReplicaManager) -> None:
+    # An incremental session names no idle partition, so last_caught_up_ms goes stale;
+    # the session's fetches still count, or every idle partition is due every tick.
+    partition = lead(replicas, 0, (1, 2, 3))
+    replicas.due_isr_changes(LAG_MS, now_ms())
+    fetched_at = now_ms()
+    for follower in partition.followers.values():
+        follower.log_end_offset = partition.log.log_end_offset
+        follower.last_caught_up_ms = fetched_at - 10 * LAG_MS
+        follower.session = Session(fetched_at)
+    replicas.check_isr_soon(partition)
+    assert replicas.due_isr_changes(LAG_MS, fetched_at) == []
+    assert replicas._isr_due.deadline(("t", 0)) == pytest.approx(fetched_at + LAG_MS, abs=5)
+
+
 def test_a_caught_up_follower_is_added_at_once(replicas: ReplicaManager) -> None:
     partition = lead(replicas, 0, (1, 2))
     replicas.due_isr_changes(LAG_MS, now_ms())

@@ -12,6 +12,7 @@ from slog.core.config import BrokerConfig, ConfigError
 from slog.core.datadir import BrokerInfo, read_broker_info, write_broker_info
 from slog.core.listeners import Endpoint, advertised, configured_listeners, inter_broker_listener
 from slog.core.metadata import MetadataImage
+from slog.core.metadata_records import decode_record
 from slog.core.names import DataDirLayout
 
 
@@ -86,13 +87,14 @@ def test_broker_json_of_an_older_version_still_loads(tmp_path: Path) -> None:
 
 def test_broker_records_with_and_without_endpoints() -> None:
     image = MetadataImage()
-    image.apply({"type": "broker", "broker_id": 1, "host": "h", "port": 1,
-                 "controller_epoch": 0})
-    image.apply({"type": "broker", "broker_id": 2, "host": "h", "port": 2,
-                 "controller_epoch": 0, "endpoints": [
-                     {"name": "PLAINTEXT", "host": "h", "port": 2,
-                      "security_protocol": "PLAINTEXT"},
-                     {"name": "SSL", "host": "h", "port": 3, "security_protocol": "SSL"}]})
+    image.apply(decode_record({"type": "broker", "broker_id": 1, "host": "h", "port": 1,
+                               "controller_epoch": 0}))
+    image.apply(decode_record({"type": "broker", "broker_id": 2, "host": "h", "port": 2,
+                               "controller_epoch": 0, "endpoints": [
+                                   {"name": "PLAINTEXT", "host": "h", "port": 2,
+                                    "security_protocol": "PLAINTEXT"},
+                                   {"name": "SSL", "host": "h", "port": 3,
+                                    "security_protocol": "SSL"}]}))
     old, new = image.brokers[1], image.brokers[2]
     assert old.endpoint("SSL") == ("h", 1)  # an old record serves every listener
     assert new.endpoint("SSL") == ("h", 3) and new.endpoint("PLAINTEXT") == ("h", 2)

@@ -10,6 +10,16 @@ from slog.core.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager, NewLog
 from slog.core.metadata import NO_LEADER, MetadataDelta, MetadataImage, PartitionState
+from slog.core.metadata_records import (
+    BrokerConfigRecord,
+    BrokerRegistration,
+    FenceBrokerRecord,
+    MetadataRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicConfigRecord,
+    TopicRecord,
+)
 from slog.replication.replica_manager import (
     INLINE_CREATE_MAX,
     PARTITION_METADATA,
@@ -21,19 +31,18 @@ from tests.unit.batchgen import make_sized_batch
 ME = 1
 
 
-def _brokers(*ids: int) -> list[dict]:
-    return [{"type": "broker", "broker_id": b, "host": "127.0.0.1", "port": 1, "fenced": False}
-            for b in ids]
+def _brokers(*ids: int) -> list[MetadataRecord]:
+    return [RegisterBrokerRecord(BrokerRegistration(b, "127.0.0.1", 1)) for b in ids]
 
 
 def _topic(name: str, partitions: int, leader: int = ME, replicas: tuple[int, ...] = (1, 2),
-           topic_id: str | None = None) -> list[dict]:
-    return [{"type": "topic", "name": name, "topic_id": topic_id or f"id-{name}", "configs": {}},
+           topic_id: str | None = None) -> list[MetadataRecord]:
+    return [TopicRecord(name, topic_id or f"id-{name}"),
             *(PartitionState(name, p, replicas, replicas, leader).to_record()
               for p in range(partitions))]
 
 
-def _image(*records: dict) -> MetadataImage:
+def _image(*records: MetadataRecord) -> MetadataImage:
     image = MetadataImage()
     image.apply_all(enumerate(records))
     return image
@@ -48,11 +57,11 @@ def test_delta_names_what_records_touched() -> None:
     assert first.partitions == {("a", 0), ("a", 1), ("a", 2)}
     assert not image.take_delta()  # taken: a new, empty delta
     image.apply(PartitionState("a", 1, (1, 2), (1,), 1, 0, 1).to_record())
-    image.apply({"type": "topic_config", "topic": "a", "configs": {"retention.ms": "5"}})
-    image.apply({"type": "broker_fence", "broker_id": 2, "fenced": True})
+    image.apply(TopicConfigRecord("a", {"retention.ms": "5"}))
+    image.apply(FenceBrokerRecord(2, True))
     delta = image.take_delta()
     assert delta == MetadataDelta(partitions={("a", 1)}, topics={"a"}, brokers={2})
-    image.apply({"type": "broker_config", "broker_id": None, "configs": {"log.retention.ms": "1"}})
+    image.apply(BrokerConfigRecord(None, {"log.retention.ms": "1"}))
     assert image.take_delta().broker_configs
 
 
@@ -64,7 +73,7 @@ def test_offline_and_reassigning_indexes_follow_the_records() -> None:
     assert image.offline == {("a", 0)} and image.reassigning == {("a", 1)}
     image.apply(PartitionState("a", 0, (1, 2), (1,), 1, 2, 2).to_record())
     assert not image.offline
-    image.apply({"type": "remove_topic", "name": "a"})
+    image.apply(RemoveTopicRecord("a"))
     assert not image.reassigning and image.take_delta().topics == {"a"}
     assert image.partitions_in([("a", 0), ("b", 0)]) == []
 
@@ -157,8 +166,8 @@ def test_a_topic_deleted_while_its_logs_are_created(tmp_path: Path) -> None:
         replicas = _replicas(tmp_path)
         image = _image(*_brokers(1, 2), *_topic("gone", count), *_topic("again", count))
         replicas.apply_image(image, image.take_delta())
-        image.apply({"type": "remove_topic", "name": "gone"})
-        image.apply({"type": "remove_topic", "name": "again"})
+        image.apply(RemoveTopicRecord("gone"))
+        image.apply(RemoveTopicRecord("again"))
         image.apply_all(enumerate(_topic("again", count, topic_id="id-again-2")))
         replicas.apply_image(image, image.take_delta())
         await _settle(replicas)
@@ -188,12 +197,11 @@ def test_a_delta_visits_only_what_it_names(tmp_path: Path) -> None:
         replicas.apply_image(image, image.take_delta())
         assert not replicas.get("a", 1).is_leader and replicas.get("a", 2).is_leader
         # A fenced leader: its followers here stop fetching from it.
-        image.apply({"type": "broker_fence", "broker_id": 2, "fenced": True})
+        image.apply(FenceBrokerRecord(2, True))
         replicas.apply_image(image, image.take_delta())
         assert 2 not in replicas.fetchers.fetchers
         # A dynamic broker config reaches every log.
-        image.apply({"type": "broker_config", "broker_id": None,
-                     "configs": {"log.retention.ms": "1234"}})
+        image.apply(BrokerConfigRecord(None, {"log.retention.ms": "1234"}))
         replicas.config.set_dynamic(image.dynamic_broker_configs(None), {})
         replicas.apply_image(image, image.take_delta())
         assert {p.log.config.retention_ms for p in replicas.partitions.values()} == {1234}

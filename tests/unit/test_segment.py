@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+import os
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,41 @@ def test_short_writes_resume_where_the_kernel_stopped() -> None:
     assert [bytes(c) for c in _after_written(chunks, 3)] == [b"defg", b"hi"]
     assert [bytes(c) for c in _after_written(chunks, 8)] == [b"i"]
     assert _after_written(chunks, 9) == []
+
+
+def count_fsyncs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    return calls
+
+
+def test_closing_a_synced_segment_costs_no_fsync(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ten thousand idle logs closed at shutdown cost an fsync each; one that holds
+    # nothing new, with no tail to cut, is on disk as it is already.
+    idle = LogSegment.create(tmp_path, 0, config(preallocate=False), now_ms=NOW_MS)
+    written, _ = filled_segment(tmp_path)
+    fsyncs = count_fsyncs(monkeypatch)
+    idle.close()
+    assert fsyncs == []
+    written.close()  # unsynced data and a preallocated tail: fsynced
+    assert len(fsyncs) == 1
+
+
+def test_a_segment_flushed_then_closed_is_fsynced_once(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    segment, batches = filled_segment(tmp_path, preallocate=False)
+    segment.seal()
+    fsyncs = count_fsyncs(monkeypatch)
+    reopened = LogSegment.open(tmp_path, 100, config(preallocate=False), now_ms=NOW_MS)
+    reopened.load()
+    reopened.activate()
+    reopened.close()
+    assert fsyncs == []
+    assert reopened.size == len(b"".join(batches))

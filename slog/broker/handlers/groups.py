@@ -22,9 +22,15 @@ from slog.broker.offsets_topic import offsets_topic_spec
 from slog.core.acls import Operation, ResourceType
 from slog.groups.coordinator import GroupCoordinator
 from slog.groups.group import GroupSummary
-from slog.groups.member import Errors
+from slog.groups.member import Errors, JoinResult, SyncResult
 from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
 from slog.groups.placement import OFFSETS_TOPIC, partition_for
+from slog.groups.requests import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+)
 from slog.protocol.apis import ApiKey
 from slog.protocol.shapes import millis
 
@@ -39,7 +45,7 @@ NO_OFFSET = -1
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.groups  # type: ignore[return-value]
+    return ctx.broker.groups
 
 
 def _err(error: Errors) -> int:
@@ -119,10 +125,13 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     session = millis(request.session_timeout)
     rebalance = millis(request.rebalance_timeout) if v >= 1 else session
     instance = getattr(request, "group_instance_id", None)
-    result = await _answer(lambda cb: _coordinator(ctx).handle_join_group(
-        request.group_id, request.member_id, instance, v >= 4 and instance is None, v >= 9,
-        ctx.header.client_id or "", _client_host(ctx), rebalance, session,
-        request.protocol_type, [(p.name, p.metadata) for p in request.protocols], cb))
+    joining = JoinGroupRequest(
+        request.group_id, request.member_id, instance, ctx.header.client_id or "",
+        _client_host(ctx), rebalance, session, request.protocol_type,
+        [(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=v >= 4 and instance is None, support_skip_assignment=v >= 9)
+    result: JoinResult = await _answer(
+        lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
         "throttle_time": 0, "error_code": _err(result.error),
         "generation_id": result.generation_id,
@@ -142,19 +151,21 @@ async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.version >= 5 and (protocol_type is None or protocol_name is None):
         # Mandatory from v5 on.
         return {"throttle_time": 0, "error_code": _err(Errors.INCONSISTENT_GROUP_PROTOCOL)}
-    assignments = {a.member_id: a.assignment for a in request.assignments}
-    result = await _answer(lambda cb: _coordinator(ctx).handle_sync_group(
-        request.group_id, request.generation_id, request.member_id, protocol_type,
-        protocol_name, getattr(request, "group_instance_id", None), assignments, cb))
+    syncing = SyncGroupRequest(
+        request.group_id, request.generation_id, request.member_id,
+        getattr(request, "group_instance_id", None), protocol_type, protocol_name,
+        {a.member_id: a.assignment for a in request.assignments})
+    result: SyncResult = await _answer(
+        lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb))
     return {"throttle_time": 0, "error_code": _err(result.error),
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
             "assignment": result.assignment}
 
 
 async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    error = _coordinator(ctx).handle_heartbeat(
+    error = _coordinator(ctx).handle_heartbeat(HeartbeatRequest(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-        request.generation_id)
+        request.generation_id))
     return {"throttle_time": 0, "error_code": _err(error)}
 
 
@@ -194,9 +205,12 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 p.committed_offset, getattr(p, "committed_leader_epoch", NO_EPOCH),
                 p.committed_metadata or "", now, expire)
     if offsets:
-        errors.update(await _answer(lambda cb: _coordinator(ctx).handle_commit_offsets(
+        commit = OffsetCommitRequest(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-            request.generation_id_or_member_epoch, offsets, cb)))
+            request.generation_id_or_member_epoch, offsets)
+        committed: dict[TopicPartition, Errors] = await _answer(
+            lambda cb: _coordinator(ctx).handle_commit_offsets(commit, cb))
+        errors.update(committed)
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,

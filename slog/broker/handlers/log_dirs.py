@@ -30,7 +30,7 @@ def _wanted(request: Any) -> dict[str, set[int]] | None:
 
 def _partition_entry(ctx: RequestContext, topic: str, index: int, size: int,
                      log_end: int) -> dict[str, Any]:
-    partition = ctx.broker.replicas.get(topic, index) if ctx.broker.replicas else None
+    partition = ctx.broker.replicas.get(topic, index)
     lag = max(0, partition.high_watermark - log_end) if partition is not None else 0
     return {"partition_index": index, "partition_size": size, "offset_lag": lag,
             "is_future_key": False}
@@ -38,8 +38,6 @@ def _partition_entry(ctx: RequestContext, topic: str, index: int, size: int,
 
 async def describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     manager = ctx.broker.log_manager
-    if manager is None:  # still starting: no log directory is open yet
-        return {"throttle_time": 0, "error_code": NONE, "results": []}
     wanted = _wanted(request)
     topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (topic, index), plog in sorted(manager.all_logs().items()):
