@@ -71,7 +71,6 @@ from cluster import BROKERS, running  # noqa: E402
 from cluster import Cluster as BenchCluster  # noqa: E402
 
 from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E402
-from slog.broker.liveness import starting_marker  # noqa: E402
 
 TOPIC_WIDTH = 100  # partitions per topic above 1,000
 IDLE_SETTLE_S = 15.0
@@ -151,7 +150,7 @@ class Cluster(BenchCluster):
                      timeout_s=min(120.0, deadline.left()))
 
     def caught_up(self, broker_id: int) -> bool:
-        return not starting_marker(self.layout, broker_id).exists()
+        return not self.layout.broker(broker_id).starting.exists()
 
 
 class ResponsivenessProbe:
@@ -338,7 +337,7 @@ def live_fencings(cluster: Cluster) -> int:
     alive (a kill -9 is fenced by the lock probe, a restart as "restarted")."""
     count = 0
     for broker_id in range(1, BROKERS + 1):
-        log = cluster.layout.broker_dir(broker_id) / "broker.log"
+        log = cluster.layout.broker(broker_id).log
         with contextlib.suppress(OSError):
             for line in log.read_text(errors="replace").splitlines():
                 if "fencing broker" in line and ": heartbeat " in line:

@@ -28,7 +28,6 @@ from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
     BrokerInfo,
-    alive_lock_path,
     load_or_create_cluster,
     read_broker_info,
     write_broker_info,
@@ -65,8 +64,6 @@ RECOVERY_CHECKPOINT_INTERVAL_S = 60.0
 
 @dataclass
 class BrokerStats:
-    bytes_in: int = 0
-    bytes_out: int = 0
     requests: int = 0
     by_api: dict[int, int] = field(default_factory=dict)  # api key -> requests
 
@@ -94,7 +91,7 @@ class Broker:
         self.stats = BrokerStats()
         self.cluster_id = ""
         self.controller: Controller | None = None
-        self._alive_lock = FileLock(alive_lock_path(self.layout, self.broker_id))
+        self._alive_lock = FileLock(self.layout.broker(self.broker_id).alive_lock)
         self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
         self._opened_at = time.monotonic()  # for the "caught up after" log line
         self._controller_lock = FileLock(self.layout.controller_lock)
@@ -107,7 +104,7 @@ class Broker:
         self.replicas = ReplicaManager(config, self.log_manager)
         self.log_cleaner = LogCleaner(config.get_int("log.cleaner.backoff.ms"),
                                       enabled=config.get_bool("log.cleaner.enable"))
-        self.producer_ids = ProducerIdAllocator(self.layout.root / "producer-id-block")
+        self.producer_ids = ProducerIdAllocator(self.layout.producer_id_block)
         self.replication_throttle = ReplicationThrottle()  # reassignment --throttle
         self.info: BrokerInfo | None = None
         self.api_table: tuple[ApiSpec, ...] = ()
@@ -140,11 +137,11 @@ class Broker:
             )
         # Not registered until caught_up(): recovery and the first metadata
         # apply may keep this process busy for a long time.
-        liveness.starting_marker(self.layout, self.broker_id).touch(mode=0o600)
+        self.layout.broker(self.broker_id).starting.touch(mode=0o600)
         # The previous run's broker.json names a dead pid and maybe another port:
         # the controller must not register this run until publish() rewrites it.
-        (self.layout.broker_dir(self.broker_id) / "broker.json").unlink(missing_ok=True)
-        liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).info.unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).shutting_down.unlink(missing_ok=True)
         self._heartbeat.start()
         self.log_manager.load()
         self._logs_loaded = True
@@ -168,7 +165,7 @@ class Broker:
 
     def caught_up(self) -> None:
         """Call after the first full metadata apply: the controller may now register us."""
-        liveness.starting_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).starting.unlink(missing_ok=True)
         log.info("broker %d caught up with the metadata log: %d partitions, %.1f s after start",
                  self.broker_id, sum(len(t.partitions) for t in self.image.topics.values()),
                  time.monotonic() - self._opened_at)
@@ -352,7 +349,7 @@ class Broker:
     # -- controlled shutdown ------------------------------------------------------------
     async def controlled_shutdown(self, timeout_s: float = CONTROLLED_SHUTDOWN_TIMEOUT_S) -> None:
         """Hand leadership to other in-sync replicas before stopping, as Kafka does."""
-        liveness.shutdown_marker(self.layout, self.broker_id).touch(mode=0o600)
+        self.layout.broker(self.broker_id).shutting_down.touch(mode=0o600)
         await self.replicas.fetchers.shutdown()  # don't rejoin ISRs while draining
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -379,7 +376,7 @@ class Broker:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker
         self._isr_channel.close()
         self.controller_requests.close()
-        liveness.shutdown_marker(self.layout, self.broker_id).unlink(missing_ok=True)
+        self.layout.broker(self.broker_id).shutting_down.unlink(missing_ok=True)
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()

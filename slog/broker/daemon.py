@@ -1,4 +1,8 @@
-"""Start and stop broker processes: daemonize, wait until serving, SIGTERM to stop."""
+"""Start and stop broker processes: daemonize, wait until serving, SIGTERM to stop.
+
+Used by ``slog cluster`` and by the chaos harness, which start and stop several
+brokers at once with :func:`in_parallel`.
+"""
 
 from __future__ import annotations
 
@@ -8,25 +12,26 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
-from slog.core.datadir import BrokerInfo, alive_lock_path, read_broker_info
+from slog.core.datadir import BrokerInfo, read_broker_info
 from slog.core.errors import DataDirError
 from slog.core.locks import is_locked
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class BrokerStartError(RuntimeError):
     pass
 
 
-def broker_log_path(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "broker.log"
-
-
 def is_running(layout: DataDirLayout, broker_id: int) -> bool:
-    return is_locked(alive_lock_path(layout, broker_id))
+    return is_locked(layout.broker(broker_id).alive_lock)
 
 
 def broker_command(broker_id: int, data_dir: Path, listen: str,
@@ -56,7 +61,7 @@ def start_daemon(broker_id: int, data_dir: Path, listen: str,
         where = f" on port {info.port} (pid {info.pid})" if info else ""
         raise DataDirError(f"broker {broker_id} is already running{where}")
     make_private_dir(layout.broker_dir(broker_id))
-    log_path = broker_log_path(layout, broker_id)
+    log_path = layout.broker(broker_id).log
     with open(log_path, "ab") as log_file:
         os.chmod(log_path, 0o600)
         proc = subprocess.Popen(
@@ -117,3 +122,23 @@ def tail_log(path: Path, lines: int = 15) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def in_parallel(fn: Callable[[T], R], items: Iterable[T]) -> dict[T, R | Exception]:
+    """``fn`` over ``items`` on one thread each; an item's exception becomes its result.
+
+    A broker spends most of a start or stop waiting (for its port, for its
+    process to exit), so a cluster starts and stops in the time of its slowest
+    broker."""
+    items = list(items)
+    if not items:
+        return {}
+
+    def call(item: T) -> R | Exception:
+        try:
+            return fn(item)
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        return dict(zip(items, pool.map(call, items), strict=True))

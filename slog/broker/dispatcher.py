@@ -31,12 +31,8 @@ from slog.broker.forwarding import (
 from slog.broker.sasl import any_topic_allowed, raw_sasl_token
 from slog.core.acls import Operation, ResourceType
 from slog.protocol.apis import ApiKey, ApiSpec, api_versions_table, response_class
-from slog.protocol.codec import (
-    api_versions_fallback_response,
-    decode_request,
-    encode_response,
-    error_response,
-)
+from slog.protocol.codec import decode_request, encode_response
+from slog.protocol.error_responses import api_versions_fallback_response, error_response
 from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.shapes import shape
@@ -105,7 +101,6 @@ class Dispatcher:
                      ) -> Buffers | _Sentinel | None:
         stats = self._broker.stats
         stats.requests += 1
-        stats.bytes_in += len(frame) + 4
         security = self._broker.security
         if session is not None and session.raw_tokens:
             token = await raw_sasl_token(security, session, frame, peer)
@@ -124,12 +119,8 @@ class Dispatcher:
             return CLOSE_CONNECTION
         result: Buffers | _Sentinel | None
         if header.api_key == ApiKey.ENVELOPE:
-            result = await self._envelope(header, frame, body_offset, peer, session)
-        else:
-            result = await self._serve(header, frame, body_offset, peer, session)
-        if isinstance(result, list):
-            stats.bytes_out += sum(len(b) for b in result)
-        return result
+            return await self._envelope(header, frame, body_offset, peer, session)
+        return await self._serve(header, frame, body_offset, peer, session)
 
     async def _serve(self, header: RequestHeader, frame: bytes | memoryview, body_offset: int,
                      peer: str, session: Session | None, forwarded: bool = False

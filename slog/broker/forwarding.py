@@ -36,7 +36,8 @@ from typing import Any, Final
 from slog.broker.controller_channel import ControllerChannel
 from slog.broker.security import ANONYMOUS, BROKER_PRINCIPAL, Security, Session
 from slog.protocol.apis import ApiKey, response_class
-from slog.protocol.codec import encode_response, error_response
+from slog.protocol.codec import encode_response
+from slog.protocol.error_responses import error_response
 from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.shapes import shape

@@ -25,9 +25,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-from slog.core.datadir import BrokerInfo, alive_lock_path, known_broker_ids, read_broker_info
+from slog.core.datadir import BrokerInfo, known_broker_ids, read_broker_info
 from slog.core.locks import is_locked
 from slog.core.names import DataDirLayout
 
@@ -36,21 +35,9 @@ log = logging.getLogger("slog.broker")
 HEARTBEAT_INTERVAL_S = 0.25
 
 
-def heartbeat_path(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "heartbeat"
-
-
-def shutdown_marker(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "shutting-down"
-
-
-def starting_marker(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "starting"
-
-
 def beat(layout: DataDirLayout, broker_id: int) -> None:
     """Refresh this broker's heartbeat (an mtime: no content to tear)."""
-    path = heartbeat_path(layout, broker_id)
+    path = layout.broker(broker_id).heartbeat
     try:
         os.utime(path)
     except FileNotFoundError:
@@ -115,16 +102,16 @@ def observe(layout: DataDirLayout, broker_id: int, *, me: int) -> BrokerObservat
     # broker.json before the marker: a broker writes them in the other order,
     # so seeing its info and then no marker means it really has caught up.
     info = read_broker_info(layout, broker_id)
-    starting = starting_marker(layout, broker_id).exists()
-    holds_lock = broker_id == me or is_locked(alive_lock_path(layout, broker_id))
+    starting = layout.broker(broker_id).starting.exists()
+    holds_lock = broker_id == me or is_locked(layout.broker(broker_id).alive_lock)
     try:
-        age = time.time() - heartbeat_path(layout, broker_id).stat().st_mtime
+        age = time.time() - layout.broker(broker_id).heartbeat.stat().st_mtime
     except FileNotFoundError:
         age = float("inf")
     if broker_id == me:
         age = 0.0  # we are obviously running
     return BrokerObservation(broker_id, info, holds_lock, max(age, 0.0),
-                             shutdown_marker(layout, broker_id).exists(), starting)
+                             layout.broker(broker_id).shutting_down.exists(), starting)
 
 
 def observe_all(layout: DataDirLayout, *, me: int) -> list[BrokerObservation]:

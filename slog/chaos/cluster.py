@@ -1,7 +1,7 @@
 """A local cluster of broker processes to hurt, on one data dir.
 
 Brokers start and stop through ``slog.broker.daemon`` (what ``slog cluster up``
-uses); state is read from the data dir through ``cluster_view.DataDirWatcher``
+uses); state is read from the data dir through ``slog.core.cluster_view.DataDirWatcher``
 (what ``slog cluster status`` uses). With ``tmpfs_mb`` each broker's directory
 is a tmpfs of its own, so a full disk can be made real without touching the
 machine's disks; without mount rights, a full disk is simulated with
@@ -22,13 +22,12 @@ from pathlib import Path
 
 from slog.broker.daemon import (
     BrokerStartError,
-    broker_log_path,
+    in_parallel,
     is_running,
     start_daemon,
     stop_daemon,
 )
-from slog.cli.cluster_cmd import _in_parallel
-from slog.cli.cluster_view import ClusterView, DataDirWatcher
+from slog.core.cluster_view import ClusterView, DataDirWatcher
 from slog.core.datadir import read_broker_info
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
 
@@ -114,7 +113,8 @@ class ChaosCluster:
         """Unmount the tmpfs dirs, keeping each broker's log next to them."""
         for path in self.tmpfs:
             with contextlib.suppress(OSError):
-                shutil.copyfile(path / "broker.log", path.parent / f"broker-{path.name}.log")
+                shutil.copyfile(self.layout.broker(int(path.name)).log,
+                                path.parent / f"broker-{path.name}.log")
             subprocess.run(["umount", "-l", str(path)], capture_output=True)
         self.tmpfs.clear()
 
@@ -149,7 +149,7 @@ class ChaosCluster:
         return ",".join(f"127.0.0.1:{self.ports[b]}" for b in self.ids)
 
     def start(self, timeout_s: float = 60.0) -> None:
-        failures = {b: r for b, r in _in_parallel(self.restart, self.ids).items()
+        failures = {b: r for b, r in in_parallel(self.restart, self.ids).items()
                     if isinstance(r, Exception)}
         if failures:
             raise next(iter(failures.values()))
@@ -219,7 +219,7 @@ class ChaosCluster:
         running = [b for b in self.ids if is_running(self.layout, b)]
         for group in ([b for b in running if b != controller],
                       [b for b in running if b == controller]):
-            for broker_id, result in _in_parallel(self.stop, group).items():
+            for broker_id, result in in_parallel(self.stop, group).items():
                 if isinstance(result, Exception):
                     self.kill(broker_id)
 
@@ -268,7 +268,7 @@ class ChaosCluster:
             raise RecoveryTimeout(f"{exc}: {'; '.join(last)}") from None
 
     def broker_log(self, broker_id: int) -> Path:
-        return broker_log_path(self.layout, broker_id)
+        return self.layout.broker(broker_id).log
 
     def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
         return self.layout.partition_dir(broker_id, topic, partition)

@@ -13,6 +13,7 @@ import os
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from slog.chaos.cluster import ChaosCluster, RecoveryTimeout
@@ -25,20 +26,23 @@ FULL_DISK_MAX_S = 30.0
 DISK_FULL_SIGNS = ("No space left on device", "File too large")
 
 
+def _quiet(line: str) -> None:
+    pass
+
+
+@dataclass
 class Nemesis:
-    def __init__(self, cluster: ChaosCluster, topic: str, partitions: int,
-                 record: Callable[[Fault], None], recovery_timeout_s: float = 60.0,
-                 settle_s: float = 1.5, log: Callable[[str], None] = lambda line: None):
-        self.cluster = cluster
-        self.topic = topic
-        self.partitions = partitions
-        self.record = record
-        self.recovery_timeout_s = recovery_timeout_s
-        self.settle_s = settle_s
-        self.log = log
-        self.events = 0  # broker faults injected (a rolling restart counts one per broker)
-        self.recovery_s: list[float] = []
-        self.slow_recoveries: list[str] = []
+    cluster: ChaosCluster
+    topic: str
+    partitions: int
+    record: Callable[[Fault], None]
+    recovery_timeout_s: float = 60.0
+    settle_s: float = 1.5
+    log: Callable[[str], None] = _quiet
+    # broker faults injected (a rolling restart counts one per broker)
+    events: int = field(default=0, init=False)
+    recovery_s: list[float] = field(default_factory=list, init=False)
+    slow_recoveries: list[str] = field(default_factory=list, init=False)
 
     # -- targets -----------------------------------------------------------------------
     def _target(self, kind: str, op: Op) -> int:
@@ -82,20 +86,22 @@ class Nemesis:
         self.log(f"{op.kind} broker {broker}: {fault.detail}")
         time.sleep(op.gap_s)
 
-    def _kill(self, op: Op) -> tuple[int, str]:
-        broker = self._target(op.kind, op)
-        self.cluster.kill(broker)
+    def _outage(self, broker: int, op: Op, take_down: Callable[[int], None],
+                bring_back: Callable[[int], None]) -> None:
+        """One broker out of service for the op's duration."""
+        take_down(broker)
         self.events += 1
         time.sleep(op.duration_s)
-        self.cluster.restart(broker)
+        bring_back(broker)
+
+    def _kill(self, op: Op) -> tuple[int, str]:
+        broker = self._target(op.kind, op)
+        self._outage(broker, op, self.cluster.kill, self.cluster.restart)
         return broker, f"kill -9, down {op.duration_s:.2f}s"
 
     def _pause(self, op: Op) -> tuple[int, str]:
         broker = self._target(op.kind, op)
-        self.cluster.pause(broker)
-        self.events += 1
-        time.sleep(op.duration_s)
-        self.cluster.resume(broker)
+        self._outage(broker, op, self.cluster.pause, self.cluster.resume)
         return broker, f"SIGSTOP for {op.duration_s:.2f}s"
 
     def _combined(self, op: Op) -> tuple[int, str]:
@@ -111,10 +117,7 @@ class Nemesis:
 
     def _clean_stop(self, op: Op) -> tuple[int, str]:
         broker = self._target("leader", op)
-        self.cluster.stop(broker)
-        self.events += 1
-        time.sleep(op.duration_s)
-        self.cluster.restart(broker)
+        self._outage(broker, op, self.cluster.stop, self.cluster.restart)
         return broker, f"SIGTERM, down {op.duration_s:.2f}s"
 
     def _rolling_restart(self, op: Op) -> tuple[int, str]:

@@ -14,7 +14,24 @@ from slog.client import Admin, Consumer, KafkaError, Producer, RecordMetadata, T
 MAX_OUTSTANDING = 20_000  # records sent but not yet acknowledged or failed
 
 
-class VerifiableProducer(threading.Thread):
+class _Worker(threading.Thread):
+    """A client thread of the workload: it logs to ``log``, reports client errors to
+    ``on_error`` and runs until :meth:`stop`."""
+
+    def __init__(self, kind: str, name: str, bootstrap: str, topic: str, log: HistoryLog,
+                 on_error: Callable[[str], None]):
+        super().__init__(name=f"{kind}-{name}", daemon=True)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.log = log
+        self.on_error = on_error
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+
+
+class VerifiableProducer(_Worker):
     """Sends ``<run>-<producer>-<seq>`` round-robin over the partitions, acks=all with
     idempotence, at up to ``rate`` records/s (0: as fast as acknowledgements allow)."""
 
@@ -22,26 +39,18 @@ class VerifiableProducer(threading.Thread):
                  *, rate: float = 0, retries: int = 2_147_483_647,
                  delivery_timeout_ms: int = 120_000, idempotent: bool = True,
                  on_error: Callable[[str], None] = lambda line: None):
-        super().__init__(name=f"producer-{name}", daemon=True)
+        super().__init__("producer", name, bootstrap, topic, log, on_error)
         self.prefix = name
-        self.bootstrap = bootstrap
-        self.topic = topic
         self.partitions = partitions
-        self.log = log
         self.rate = rate
         self.options: dict[str, Any] = dict(
             acks="all", enable_idempotence=idempotent, retries=retries,
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=5_000,
             retry_backoff_ms=50, linger_ms=5)
-        self.on_error = on_error
         self.sent = 0
         self.failed = 0
         self.restarts = 0  # new producers after a fatal error (a new producer id)
         self._outstanding = threading.Semaphore(MAX_OUTSTANDING)
-        self._halt = threading.Event()
-
-    def stop(self) -> None:
-        self._halt.set()
 
     def _callback(self, value: str) -> Callable[[RecordMetadata | None, Exception | None], None]:
         def done(metadata: RecordMetadata | None, error: Exception | None) -> None:
@@ -102,23 +111,15 @@ class _Tracker:
         return generation
 
 
-class VerifiableConsumer(threading.Thread):
+class VerifiableConsumer(_Worker):
     """A group member that logs each record it polls and its assignment per generation."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, log: HistoryLog,
                  on_error: Callable[[str], None] = lambda line: None):
-        super().__init__(name=f"consumer-{name}", daemon=True)
+        super().__init__("consumer", name, bootstrap, topic, log, on_error)
         self.consumer_name = name
-        self.bootstrap = bootstrap
-        self.topic = topic
         self.group = group
-        self.log = log
-        self.on_error = on_error
         self.records = 0
-        self._halt = threading.Event()
-
-    def stop(self) -> None:
-        self._halt.set()
 
     def run(self) -> None:
         consumer = Consumer(self.bootstrap, group_id=self.group, auto_offset_reset="earliest",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,37 +32,16 @@ from slog.cli.output import (
 )
 
 if TYPE_CHECKING:
-    from slog.cli.cluster_view import ClusterView, DataDirWatcher
+    from slog.core.cluster_view import ClusterView, DataDirWatcher
 
 app = typer.Typer(help="Start, stop and check a local cluster of brokers.", no_args_is_help=True)
 
 BROKER_COLUMNS = ["id", "address", "pid", "status", "controller"]
 POLL_S = 0.02
 
-T = TypeVar("T")
-R = TypeVar("R")
-
 
 def _root(data_dir: Path | None) -> Path:
     return (data_dir or default_data_dir()).expanduser().resolve()
-
-
-def _in_parallel(fn: Callable[[T], R], items: Iterable[T]) -> dict[T, R | Exception]:
-    """``fn`` over ``items`` on one thread each; an item's exception becomes its result."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    items = list(items)
-    if not items:
-        return {}
-
-    def call(item: T) -> R | Exception:
-        try:
-            return fn(item)
-        except Exception as exc:
-            return exc
-
-    with ThreadPoolExecutor(max_workers=len(items)) as pool:
-        return dict(zip(items, pool.map(call, items), strict=True))
 
 
 class _Progress:
@@ -176,8 +155,8 @@ def up(
       slog cluster up --brokers 3 --base-port 9092 --racks a,b,c
       slog cluster up --tls
     """
-    from slog.broker.daemon import BrokerStartError, start_daemon
-    from slog.cli.cluster_view import DataDirWatcher
+    from slog.broker.daemon import BrokerStartError, in_parallel, start_daemon
+    from slog.core.cluster_view import DataDirWatcher
     from slog.core.config import BrokerConfig, ConfigError, parse_key_values
     from slog.core.errors import DataDirError
     from slog.core.names import ensure_data_dir
@@ -223,7 +202,7 @@ def up(
     expected = sorted(running | set(wanted))
     with progress_bar(f"starting {len(to_start)} broker(s)", len(expected), "brokers serving",
                       output) as progress:
-        results = _in_parallel(start, sorted(to_start))
+        results = in_parallel(start, sorted(to_start))
         failures = {b: r for b, r in results.items() if isinstance(r, Exception)}
         if failures:
             for broker_id, error in sorted(failures.items()):
@@ -249,13 +228,14 @@ def _tls_overrides(root: Path, host: str, overrides: dict[str, str]) -> Any:
     """Make (or reuse) the local CA and set the brokers' TLS settings in ``overrides``."""
     from slog.cli.local_ca import LOCAL_NAMES, ensure_local_ca
     from slog.core.config import ConfigError
+    from slog.core.names import DataDirLayout
 
     if overrides.get("listeners"):
         raise ConfigError("--tls sets up one SSL listener per broker; with your own "
                           "listeners, set ssl.keystore.location and "
                           "ssl.truststore.location instead")
     names = LOCAL_NAMES if host in LOCAL_NAMES else (*LOCAL_NAMES, host)
-    files = ensure_local_ca(root / "tls", names)
+    files = ensure_local_ca(DataDirLayout(root).tls_dir, names)
     protocol = overrides.get("security.protocol", "PLAINTEXT")
     overrides["security.protocol"] = "SASL_SSL" if "SASL" in protocol else "SSL"
     overrides.setdefault("ssl.keystore.location", str(files.broker_keystore))
@@ -311,10 +291,10 @@ def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: Out
 
 
 def _print_log_tails(watcher: DataDirWatcher, broker_ids: Iterable[int]) -> None:
-    from slog.broker.daemon import broker_log_path, tail_log
+    from slog.broker.daemon import tail_log
 
     for broker_id in broker_ids:
-        path = broker_log_path(watcher.layout, broker_id)
+        path = watcher.layout.broker(broker_id).log
         print(f"--- last lines of {path}:\n{tail_log(path)}", file=sys.stderr)
 
 
@@ -331,8 +311,8 @@ def down(
 
     Example: slog cluster down
     """
-    from slog.broker.daemon import stop_daemon
-    from slog.cli.cluster_view import DataDirWatcher
+    from slog.broker.daemon import in_parallel, stop_daemon
+    from slog.core.cluster_view import DataDirWatcher
 
     root = _root(data_dir)
     watcher = DataDirWatcher(root)
@@ -351,8 +331,8 @@ def down(
     # Followers first, all at once; then the controller, so nobody fails over to a
     # broker that is itself shutting down.
     with _progress(f"stopping {len(running)} broker(s)", output):
-        results = _in_parallel(stop, [b.broker_id for b in running if not b.controller])
-        results.update(_in_parallel(stop, [b.broker_id for b in running if b.controller]))
+        results = in_parallel(stop, [b.broker_id for b in running if not b.controller])
+        results.update(in_parallel(stop, [b.broker_id for b in running if b.controller]))
     rows = []
     for broker in running:
         result = results[broker.broker_id]
@@ -388,7 +368,8 @@ def status(
 
     Example: until slog cluster status -o json >/dev/null; do sleep 0.5; done
     """
-    from slog.cli.cluster_view import DataDirWatcher, view_from_protocol
+    from slog.cli.cluster_view import view_from_protocol
+    from slog.core.cluster_view import DataDirWatcher
 
     root = _root(data_dir)
     watcher = DataDirWatcher(root)

@@ -27,7 +27,7 @@ import typer
 from slog.cli.common import DataDirOption, default_data_dir, fail
 
 if TYPE_CHECKING:
-    from slog.cli.cluster_view import ClusterView, DataDirWatcher, PartitionHealth
+    from slog.core.cluster_view import ClusterView, DataDirWatcher, PartitionHealth
 
 DEMO_TOPIC = "slog-demo"
 DEMO_GROUP = "slog-demo-group"
@@ -111,16 +111,19 @@ def _ids(brokers: tuple[int, ...] | list[int]) -> str:
 def _demo_config(root: Path) -> list[str] | None:
     """The demo's broker settings, for its own cluster only: brokers of a cluster that
     was there before keep theirs."""
-    own = not (root / "cluster.json").exists() or (root / MARKER).exists()
+    from slog.core.names import DataDirLayout
+
+    own = not DataDirLayout(root).cluster_file.exists() or (root / MARKER).exists()
     return DEMO_BROKER_CONFIG if own else None
 
 
 def _bring_up(root: Path, base_port: int, say: Narrator) -> str:
     from slog.cli import cluster_cmd
-    from slog.cli.cluster_view import DataDirWatcher
     from slog.cli.output import OutputFormat
+    from slog.core.cluster_view import DataDirWatcher
+    from slog.core.names import DataDirLayout
 
-    fresh = not (root / "cluster.json").exists()
+    fresh = not DataDirLayout(root).cluster_file.exists()
     config = _demo_config(root)
     flags = "".join(f" -c {c}" for c in config or [])
     say.command(f"slog cluster up --brokers {BROKERS} --data-dir {root}{flags}")
@@ -423,9 +426,9 @@ def demo(
       slog demo --cleanup
       SLOG_DATA_DIR=/tmp/slog-demo slog demo --base-port 19092
     """
-    from slog.cli.cluster_view import DataDirWatcher
     from slog.cli.common import client_errors
     from slog.client import Admin
+    from slog.core.cluster_view import DataDirWatcher
 
     root = (data_dir or default_data_dir()).expanduser().resolve()
     say = Narrator()

@@ -356,9 +356,6 @@ class Fetcher:
         self._buffered.pop(tp, None)
         self._size_override.pop(tp, None)
 
-    def has_buffered(self) -> bool:
-        return bool(self._completed)
-
     def in_flight(self) -> bool:
         return bool(self._in_flight)
 

@@ -26,10 +26,9 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from slog.core.names import DataDirLayout
 from slog.core.scram import SCRAM_SHA_256, ScramCredential
 
-CREDENTIALS_FILE = "credentials.json"
-INTER_BROKER_SECRET_FILE = "inter-broker.secret"
 BROKER_USER = "__broker"  # the inter-broker principal; reserved, always a super user
 MAX_USER_NAME = 256
 FILE_MODE = 0o600
@@ -40,7 +39,7 @@ class CredentialsError(ValueError):
 
 
 def credentials_path(data_dir: Path, configured: str = "") -> Path:
-    return Path(configured).expanduser() if configured else Path(data_dir) / CREDENTIALS_FILE
+    return Path(configured).expanduser() if configured else DataDirLayout(data_dir).credentials_file
 
 
 def validate_user_name(name: str) -> str:
@@ -134,7 +133,7 @@ class CredentialStore:
 
 def inter_broker_secret(data_dir: Path) -> str:
     """The cluster's inter-broker secret, created (0600) by the first broker to start."""
-    path = Path(data_dir) / INTER_BROKER_SECRET_FILE
+    path = DataDirLayout(data_dir).inter_broker_secret
     with contextlib.suppress(FileExistsError):
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         with os.fdopen(fd, "w") as out:

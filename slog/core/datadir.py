@@ -8,7 +8,6 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from slog.core.checkpoint import write_atomically
@@ -52,6 +51,14 @@ def load_or_create_cluster(layout: DataDirLayout) -> ClusterInfo:
     return info
 
 
+def read_cluster_id(layout: DataDirLayout) -> str | None:
+    """The data dir's cluster id for a reader; None when there is no (valid) cluster.json."""
+    try:
+        return str(json.loads(layout.cluster_file.read_text())["cluster_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def _new_cluster_id() -> str:
     # Kafka's cluster ids are 22-character URL-safe base64 UUIDs.
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -75,13 +82,13 @@ class BrokerInfo:
 
 
 def write_broker_info(layout: DataDirLayout, info: BrokerInfo) -> None:
-    path = layout.broker_dir(info.broker_id) / "broker.json"
+    path = layout.broker(info.broker_id).info
     write_atomically(path, json.dumps(asdict(info), indent=2).encode())
     os.chmod(path, 0o600)
 
 
 def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None:
-    path = layout.broker_dir(broker_id) / "broker.json"
+    path = layout.broker(broker_id).info
     try:
         return BrokerInfo(**json.loads(path.read_text()))
     except (FileNotFoundError, ValueError, TypeError):
@@ -89,11 +96,8 @@ def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None
 
 
 def known_broker_ids(layout: DataDirLayout) -> list[int]:
-    brokers = layout.root / "brokers"
+    brokers = layout.brokers_dir
     if not brokers.is_dir():
         return []
     return sorted(int(p.name) for p in brokers.iterdir() if p.name.isdigit())
 
-
-def alive_lock_path(layout: DataDirLayout, broker_id: int) -> Path:
-    return layout.broker_dir(broker_id) / "alive.lock"

@@ -88,11 +88,6 @@ class LeaderEpochCache:
             return self._entries[-1].epoch if self._entries else UNDEFINED_EPOCH
 
     @property
-    def latest_entry(self) -> EpochEntry | None:
-        with self._lock:
-            return self._entries[-1] if self._entries else None
-
-    @property
     def earliest_entry(self) -> EpochEntry | None:
         with self._lock:
             return self._entries[0] if self._entries else None

@@ -44,11 +44,13 @@ from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
+from slog.core import health
 from slog.core.acls import AclBinding
 from slog.core.errors import SlogError
-from slog.core.listeners import Endpoint
 
-NO_LEADER = -1
+# Defined with the health rules; the records and the image compare leaders with it.
+from slog.core.health import NO_LEADER as NO_LEADER
+from slog.core.listeners import Endpoint
 
 Json = dict[str, Any]
 
@@ -98,11 +100,11 @@ class PartitionState:
 
     @property
     def is_offline(self) -> bool:
-        return self.leader == NO_LEADER
+        return health.is_offline(self.leader)
 
     @property
     def is_under_replicated(self) -> bool:
-        return len(self.isr) < len(self.replicas)
+        return health.is_under_replicated(self.replicas, self.isr)
 
     def to_record(self) -> PartitionRecord:
         return PartitionRecord(self)

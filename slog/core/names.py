@@ -14,7 +14,6 @@ from slog.core.errors import DataDirError, InvalidNameError, InvalidTopicError
 
 MAX_TOPIC_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-MAX_GROUP_ID_LENGTH = 32767  # a Kafka STRING; the group id never becomes a path
 DATA_DIR_MODE = 0o700
 
 OFFSETS_TOPIC = "__consumer_offsets"  # committed offsets and group metadata
@@ -54,15 +53,6 @@ def validate_topic_name(name: str) -> str:
 def topic_collides(a: str, b: str) -> bool:
     """Kafka forbids two topics that differ only by '.' versus '_' (metric names clash)."""
     return a != b and a.replace(".", "_") == b.replace(".", "_")
-
-
-def validate_group_id(group_id: str) -> str:
-    """Kafka accepts any non-empty string as a group id."""
-    if not isinstance(group_id, str) or not group_id:
-        raise InvalidNameError("group id is empty")
-    if len(group_id) > MAX_GROUP_ID_LENGTH:
-        raise InvalidNameError("group id is too long")
-    return group_id
 
 
 def validate_partition(partition: int) -> int:
@@ -123,27 +113,30 @@ def ensure_data_dir(path: str | os.PathLike[str]) -> Path:
 
 
 class DataDirLayout:
-    """Where each file of a data dir lives (see docs/ARCHITECTURE.md, "Data directory")."""
+    """Where each file of a data dir lives (see docs/ARCHITECTURE.md, "Data directory").
+
+    Every name of the tree is spelled here; the rest of slog asks the layout."""
 
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).expanduser().resolve()
-
-    @property
-    def cluster_file(self) -> Path:
-        return self.root / "cluster.json"
-
-    @property
-    def controller_lock(self) -> Path:
-        return self.root / "controller.lock"
-
-    @property
-    def metadata_dir(self) -> Path:
-        return self.root / "metadata"
+        self.cluster_file = self.root / "cluster.json"  # the cluster id, written once
+        self.controller_lock = self.root / "controller.lock"  # held by the controller
+        self.metadata_dir = self.root / "metadata"  # holds the metadata log's partition
+        self.producer_id_block = self.root / "producer-id-block"  # the next free block
+        # SCRAM users (unless sasl.credentials.file names another file), and the
+        # password of User:__broker, made by the first broker to start.
+        self.credentials_file = self.root / "credentials.json"
+        self.inter_broker_secret = self.root / "inter-broker.secret"
+        self.tls_dir = self.root / "tls"  # the local CA of `slog cluster up --tls`
+        self.brokers_dir = self.root / "brokers"
 
     def broker_dir(self, broker_id: int) -> Path:
         if not isinstance(broker_id, int) or broker_id < 0:
             raise InvalidNameError(f"broker id {broker_id!r} must be a non-negative integer")
-        return self.root / "brokers" / str(broker_id)
+        return self.brokers_dir / str(broker_id)
+
+    def broker(self, broker_id: int) -> BrokerFiles:
+        return BrokerFiles(self.broker_dir(broker_id))
 
     def logs_dir(self, broker_id: int) -> Path:
         return self.broker_dir(broker_id) / "logs"
@@ -151,3 +144,16 @@ class DataDirLayout:
     def partition_dir(self, broker_id: int, topic: str, partition: int) -> Path:
         logs = self.logs_dir(broker_id)
         return ensure_inside(logs, logs / partition_dir_name(topic, partition))
+
+
+class BrokerFiles:
+    """The files of one broker's directory, ``brokers/<id>/``."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.info = directory / "broker.json"  # where it listens, its pid and incarnation
+        self.alive_lock = directory / "alive.lock"  # held for as long as its process runs
+        self.heartbeat = directory / "heartbeat"  # touched every beat: its mtime says not hung
+        self.starting = directory / "starting"  # present until its first metadata apply
+        self.shutting_down = directory / "shutting-down"  # during a controlled shutdown
+        self.log = directory / "broker.log"  # the daemon's stdout and stderr

@@ -32,14 +32,16 @@ from slog.protocol.apis import (
     response_class,
 )
 from slog.protocol.codec import (
-    api_versions_fallback_response,
-    api_versions_response,
     decode_request,
     decode_response,
     encode_request,
     encode_response,
-    error_response,
     warm_up,
+)
+from slog.protocol.error_responses import (
+    api_versions_fallback_response,
+    api_versions_response,
+    error_response,
 )
 from slog.protocol.errors import (
     ErrorCode,

@@ -134,10 +134,6 @@ def shape(cls: type, data: Mapping[str, Any] | Any) -> Any:
     return cls(**kwargs)
 
 
-def field_names(cls: type) -> frozenset[str]:
-    return frozenset(name for name, _, _ in _field_plan(cls))
-
-
 def nested_class(cls: type, field: str) -> type:
     """The element class of an array field, e.g. the Topic class of a response."""
     annotation = typing.get_type_hints(cls)[field]

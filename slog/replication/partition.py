@@ -56,12 +56,20 @@ class FollowerState:
     # partition whose offset did not move is not named, yet is fetched still.
     session: FetchWatcher | None = None
 
-    def caught_up_ms(self, leader_leo: int) -> float:
+    def caught_up_ms(self, leader_leo: int, leo_before_append: int = -1,
+                     appended_ms: float = 0.0) -> float:
         """When it was last caught up: a follower at our LEO that keeps fetching in its
         session is caught up as of its latest fetch, named or not (Kafka reads every
-        partition of a session on each fetch; slog only notes the fetch)."""
-        if self.session is not None and self.log_end_offset >= leader_leo:
-            return max(self.last_caught_up_ms, self.session.last_fetch_ms)
+        partition of a session on each fetch; slog only notes the fetch). One that was
+        at our LEO until our latest append (``leo_before_append``, at ``appended_ms``)
+        was caught up until then, or it would look late the moment an idle partition
+        takes a write."""
+        if self.session is not None:
+            if self.log_end_offset >= leader_leo:
+                return max(self.last_caught_up_ms, self.session.last_fetch_ms)
+            if self.log_end_offset >= leo_before_append >= 0:
+                return max(self.last_caught_up_ms,
+                           min(self.session.last_fetch_ms, appended_ms))
         return self.last_caught_up_ms
 
 
@@ -96,6 +104,11 @@ class Partition:
         # Told when the ISR may need changing soon (new leadership or ISR, an out-of-sync
         # follower fetching): the replica manager re-checks only partitions it was told of.
         self.isr_watch: Callable[[Partition], None] | None = None
+        # The ISR check parked this partition until a follower's session goes quiet;
+        # an append must wake it (a follower may now fall behind on it alone).
+        self.isr_parked = False
+        self._leo_before_append = -1
+        self._appended_ms = 0.0
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
         # Fetch sessions reading this partition: told when it changes, so a parked
         # fetch wakes for its own partitions only (nothing broker-wide).
@@ -201,8 +214,13 @@ class Partition:
         if verdict is SequenceCheck.FENCED_EPOCH:
             raise ReplicaError("invalid_producer_epoch",
                                f"producer epoch {header.producer_epoch} is stale")
+        leo = self.log.log_end_offset
         info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
+        self._leo_before_append, self._appended_ms = leo, _now_ms()
         self._track_producers(info)
+        if self.isr_parked:
+            self.isr_parked = False
+            self._watch_isr()
         hw_moved = self._maybe_advance_high_watermark()
         self.notify_watchers(log_end_only=not hw_moved)
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
@@ -329,7 +347,7 @@ class Partition:
             follower = self.followers.get(replica)
             if follower is None:
                 continue
-            caught_up_ms = follower.caught_up_ms(self.log.log_end_offset)
+            caught_up_ms = self.follower_caught_up_ms(follower)
             if replica in self.isr:
                 if now - caught_up_ms <= lag_max_ms:
                     isr.append(replica)
@@ -338,6 +356,25 @@ class Partition:
                 isr.append(replica)
         wanted = tuple(isr)
         return None if set(wanted) == set(self.isr) else wanted
+
+    def follower_caught_up_ms(self, follower: FollowerState) -> float:
+        return follower.caught_up_ms(self.log.log_end_offset, self._leo_before_append,
+                                     self._appended_ms)
+
+    def quiet_isr_sessions(self) -> list[FetchWatcher] | None:
+        """The sessions of the in-sync followers when every one of them is at our LEO
+        and fetching in a session: nothing changes for this partition's ISR until one
+        of those sessions goes quiet or we append. None otherwise."""
+        if not self.isr_is_full:
+            return None
+        leo = self.log.log_end_offset
+        sessions = []
+        for replica, follower in self.followers.items():
+            if replica in self.isr:
+                if follower.session is None or follower.log_end_offset < leo:
+                    return None
+                sessions.append(follower.session)
+        return sessions
 
     @property
     def isr_is_full(self) -> bool:
@@ -352,8 +389,7 @@ class Partition:
         # caught_up_ms, not last_caught_up_ms: an idle follower in an incremental session
         # is not named in its fetches, yet is caught up as of each of them. Using the
         # stored time made every idle partition due again on every tick.
-        leo = self.log.log_end_offset
-        deadlines = [follower.caught_up_ms(leo) + lag_max_ms
+        deadlines = [self.follower_caught_up_ms(follower) + lag_max_ms
                      for replica, follower in self.followers.items() if replica in self.isr]
         return min(deadlines, default=None)
 

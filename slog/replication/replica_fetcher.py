@@ -40,7 +40,7 @@ RESPONSE_FETCH_BYTES = 64 * 1024 * 1024
 BACKOFF_S = 0.2  # replica.fetch.backoff.ms: after an error, don't spin
 METADATA_LAG_BACKOFF_S = 0.02  # ...but a leader change still propagating settles in ~50 ms
 UNDEFINED_EPOCH = -1
-SWEEP_INTERVAL_S = 5.0  # every entry re-read, for changes no hook reports
+SWEEP_INTERVAL_S = 30.0  # every entry re-read, for changes no hook reports
 
 TopicPartition = tuple[str, int]
 

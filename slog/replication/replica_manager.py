@@ -26,7 +26,7 @@ from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager, NewLog
 from slog.core.metadata import MetadataDelta, MetadataImage, PartitionState
 from slog.replication.fetch_sessions import FetchSessionCache
-from slog.replication.partition import Partition
+from slog.replication.partition import FetchWatcher, Partition
 from slog.replication.replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger("slog.replication")
@@ -89,6 +89,8 @@ class ReplicaManager:
         self._log_configs: dict[str, LogConfig] = {}  # per topic, dropped when it changes
         self._follow: dict[TopicPartition, tuple[Partition, int, tuple[str, int]]] = {}
         self._fetchers_stale = False
+        # Idle leaders parked on their followers' fetch sessions (see _park).
+        self._isr_parked: dict[FetchWatcher, set[TopicPartition]] = {}
         self._creating: set[TopicPartition] = set()  # logs a worker thread is creating
         self._role_tasks: set[asyncio.Task[None]] = set()
 
@@ -351,6 +353,7 @@ class ReplicaManager:
         back at each look); an out-of-sync follower's fetch or a new leadership
         or ISR makes it due at once (``Partition.isr_watch``).
         """
+        self._wake_parked(lag_max_ms, now_ms)
         proposals = []
         for key in self._isr_due.pop_due(now_ms):
             partition = self.partitions.get(key)
@@ -361,8 +364,13 @@ class ReplicaManager:
             deadline = partition.isr_deadline_ms(lag_max_ms)
             if deadline is not None and deadline > now_ms and partition.isr_is_full:
                 # Nobody to add and nobody late yet (the usual idle case): no need to
-                # work out the wanted ISR, only to look again at the new deadline.
-                self._isr_due.schedule(key, deadline + ISR_DEADLINE_SLACK_MS)
+                # work out the wanted ISR. Park it on its followers' sessions when it
+                # can, else look again at the new deadline.
+                sessions = partition.quiet_isr_sessions()
+                if sessions:
+                    self._park(key, partition, sessions)
+                else:
+                    self._isr_due.schedule(key, deadline + ISR_DEADLINE_SLACK_MS)
                 continue
             wanted = partition.wanted_isr(lag_max_ms)
             if wanted is not None:
@@ -372,6 +380,26 @@ class ReplicaManager:
             if deadline is not None:
                 self._isr_due.schedule(key, deadline + ISR_DEADLINE_SLACK_MS)
         return proposals
+
+    def _park(self, key: TopicPartition, partition: Partition,
+              sessions: list[FetchWatcher]) -> None:
+        """Idle leaders cost nothing per tick: a parked partition is looked at again
+        only when one of its in-sync followers' sessions goes quiet, or on an append."""
+        partition.isr_parked = True
+        for session in sessions:
+            self._isr_parked.setdefault(session, set()).add(key)
+
+    def _wake_parked(self, lag_max_ms: float, now_ms: float) -> None:
+        """Partitions parked on a session that has not fetched for the allowed lag are
+        due now (their follower is late on every one of them)."""
+        quiet = [session for session in self._isr_parked
+                 if session.last_fetch_ms + lag_max_ms + ISR_DEADLINE_SLACK_MS <= now_ms]
+        for session in quiet:
+            for key in self._isr_parked.pop(session):
+                partition = self.partitions.get(key)
+                if partition is not None:
+                    partition.isr_parked = False
+                self._isr_due.schedule(key, now_ms)
 
     async def _propose_isrs(self, alter: AlterIsr, proposals: list[IsrProposal]) -> None:
         """One AlterPartition for every ISR change of this tick."""

@@ -190,9 +190,9 @@ def open_catalog(options: SourceOptions) -> Catalog:
         return DataDirCatalog(options.data_dir)
     if options.bootstrap is not None:
         return ProtocolCatalog(options.bootstrap)
-    from slog.core.names import DEFAULT_BOOTSTRAP, default_data_dir
+    from slog.core.names import DEFAULT_BOOTSTRAP, DataDirLayout, default_data_dir
 
     default = default_data_dir()
-    if (default / "cluster.json").exists():
+    if DataDirLayout(default).cluster_file.exists():
         return DataDirCatalog(str(default))
     return ProtocolCatalog(DEFAULT_BOOTSTRAP)

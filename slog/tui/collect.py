@@ -22,7 +22,6 @@ cluster raises.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -36,7 +35,8 @@ from slog.client.errors import KafkaError
 from slog.client.group_requests import fetch_body, fetched_offsets
 from slog.client.types import ClusterMetadata, TopicPartition
 from slog.core.consumer_protocol import PROTOCOL_TYPE, WireFormatError, decode_assignment
-from slog.core.names import OFFSETS_TOPIC
+from slog.core.datadir import read_cluster_id
+from slog.core.names import OFFSETS_TOPIC, DataDirLayout
 from slog.protocol.apis import ApiKey
 from slog.tui.events import Event, MetadataLogEvents
 from slog.tui.group_log import GroupMetadataLog
@@ -325,7 +325,7 @@ class Collector:
         """Read the data dir's logs from now on, if that data dir is this cluster's."""
         if not self._data_dir_checked and self._data_dir is not None:
             self._data_dir_checked = True
-            if _data_dir_cluster_id(self._data_dir) == cluster_id:
+            if read_cluster_id(DataDirLayout(self._data_dir)) == cluster_id:
                 self._log_events = MetadataLogEvents(self._data_dir)
                 self._group_log = GroupMetadataLog(self._data_dir)
 
@@ -380,15 +380,6 @@ class Collector:
 def _leaders(meta: ClusterMetadata) -> dict[TopicPartition, int]:
     return {TopicPartition(t.name, p.partition): p.leader for t in meta.topics.values()
             for p in t.partitions.values() if p.leader in meta.brokers}
-
-
-def _data_dir_cluster_id(data_dir: Path) -> str | None:
-    from slog.core.names import DataDirLayout
-
-    try:
-        return str(json.loads(DataDirLayout(data_dir).cluster_file.read_text())["cluster_id"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _group_version(api_key: int) -> Callable[[BrokerConnection], int]:

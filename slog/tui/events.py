@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slog.core import metadata_records as records
+from slog.core.health import NO_LEADER
 from slog.core.metadata import MetadataImage
-from slog.tui.model import NO_LEADER, ClusterSnapshot, GroupInfo, PartitionInfo
+from slog.tui.model import ClusterSnapshot, GroupInfo, PartitionInfo
 
 INFO, WARN, ERROR = "info", "warn", "error"
 

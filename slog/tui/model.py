@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-NO_LEADER = -1
+from slog.core import health
 
 
 @dataclass(frozen=True)
@@ -42,17 +42,17 @@ class PartitionInfo:
 
     @property
     def offline(self) -> bool:
-        return self.leader == NO_LEADER or self.leader in self.offline_replicas
+        return health.is_offline(self.leader, self.offline_replicas)
 
     @property
     def out_of_sync(self) -> tuple[int, ...]:
         """Replicas that are not in the ISR, or are on a broker that is down."""
-        return tuple(r for r in self.replicas
-                     if r not in self.isr or r in self.offline_replicas)
+        live = health.live_isr(self.isr, self.offline_replicas)
+        return tuple(r for r in self.replicas if r not in live)
 
     @property
     def under_replicated(self) -> bool:
-        return bool(self.out_of_sync)
+        return health.is_under_replicated(self.replicas, self.isr, self.offline_replicas)
 
     @property
     def messages(self) -> int:
@@ -188,8 +188,7 @@ class ClusterSnapshot:
     @property
     def health(self) -> str:
         """ok, warn (under-replicated or a broker down) or error (offline, no controller)."""
-        if self.offline or self.controller_id < 0 or not self.alive_brokers:
-            return "error"
-        if self.under_replicated or self.alive_brokers < len(self.brokers):
-            return "warn"
-        return "ok"
+        return health.cluster_health(
+            offline_partitions=self.offline, under_replicated_partitions=self.under_replicated,
+            has_controller=self.controller_id >= 0, serving_brokers=self.alive_brokers,
+            brokers=len(self.brokers))

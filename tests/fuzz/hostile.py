@@ -34,20 +34,11 @@ from typing import Any
 
 from hypothesis import HealthCheck
 from hypothesis import strategies as st
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    PrimitiveField,
-    PrimitiveTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
 
 from slog.protocol.apis import ApiKey, is_flexible_request, request_class
 from slog.protocol.codec import decode_request, decode_response, encode_request
 from slog.protocol.errors import ErrorCode, ProtocolError
+from slog.protocol.guard import field_schema
 from slog.protocol.headers import encode_request_header, parse_request_header, write_uvarint
 from slog.protocol.shapes import millis
 from tests.brokers import BrokerProcess
@@ -227,7 +218,7 @@ def _millis(name: str, kind: str) -> st.SearchStrategy[Any]:
 
 
 def _scalar(field: dataclasses.Field[Any], name: str, owner: str = "") -> st.SearchStrategy[Any]:
-    kind = get_schema_field_type(field)
+    kind = field_schema(field).kafka_type
     if kind in INT_RANGES:
         return _ints(kind, name)
     if name == "mechanism":  # SaslHandshake
@@ -265,14 +256,15 @@ def _with_duplicates(items: list[Any]) -> st.SearchStrategy[tuple[Any, ...]]:
 
 
 def _field(field: dataclasses.Field[Any], depth: int, owner: str) -> st.SearchStrategy[Any]:
-    kind = classify_field(field)
-    if isinstance(kind, EntityField | EntityTupleField):
-        item: st.SearchStrategy[Any] = st.deferred(lambda: entity(kind.type_, depth + 1))
+    schema = field_schema(field)
+    nested = schema.entity
+    if nested is not None:
+        item: st.SearchStrategy[Any] = st.deferred(lambda: entity(nested, depth + 1))
     else:
         item = _scalar(field, field.name, owner)
     values = st.lists(item, max_size=3 if depth < 3 else 1).flatmap(_with_duplicates) \
-        if kind.is_array else item
-    if is_optional(field):
+        if schema.is_array else item
+    if schema.optional:
         values = st.none() | values
     return values
 
@@ -385,26 +377,24 @@ def _length_fields(cls: type) -> list[tuple[dataclasses.Field[Any], str]]:
     """Top-level untagged fields that start with a length: (field, "array"/"string"/"bytes")."""
     sites = []
     for f in dataclasses.fields(cls):
-        if get_field_tag(f) is not None:
+        schema = field_schema(f)
+        if schema.tag is not None:
             continue
-        kind = classify_field(f)
-        if kind.is_array:
+        if schema.is_array:
             sites.append((f, "array"))
-        elif isinstance(kind, PrimitiveField | PrimitiveTupleField):
-            kafka_type = get_schema_field_type(f)
-            if kafka_type in ("string", "bytes", "records"):
-                sites.append((f, "string" if kafka_type == "string" else "bytes"))
+        elif schema.kafka_type in ("string", "bytes", "records"):
+            sites.append((f, "string" if schema.kafka_type == "string" else "bytes"))
     return sites
 
 
 def _one_value(field: dataclasses.Field[Any], shape: str, draw: st.DrawFn) -> Any:
-    kind = classify_field(field)
+    nested = field_schema(field).entity
     if shape == "string":
         return "a"
     if shape == "bytes":
         return b"a"
-    if isinstance(kind, EntityTupleField):
-        return (draw(entity(kind.type_, 3)),)
+    if nested is not None:  # shape "array": an array of structs
+        return (draw(entity(nested, 3)),)
     return (draw(_scalar(field, field.name)),)
 
 
@@ -447,7 +437,7 @@ def _length_site(draw: st.DrawFn) -> tuple[bytes, int, int, str, bool, bool] | N
         return None
     width = 1 if flexible else (2 if shape == "string" else 4)
     pos = header_len + diff - (width - 1)
-    return empty[4:], pos, width, shape, flexible, is_optional(field)
+    return empty[4:], pos, width, shape, flexible, field_schema(field).optional
 
 
 @st.composite
@@ -489,7 +479,7 @@ def unknown_tagged_fields(draw: st.DrawFn) -> bytes:
     # Known top-level tagged fields back to their defaults, so the body ends with an
     # empty tag section we can replace.
     defaults = {f.name: f.default for f in dataclasses.fields(cls)
-                if get_field_tag(f) is not None and f.default is not dataclasses.MISSING}
+                if field_schema(f).tag is not None and f.default is not dataclasses.MISSING}
     frame = _encode(dataclasses.replace(base, **defaults), draw)
     if frame is None or not frame.endswith(b"\x00"):
         return _FALLBACK

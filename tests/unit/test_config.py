@@ -68,7 +68,7 @@ def test_broker_json_without_a_rack_still_loads(tmp_path: Path) -> None:
 
     layout = DataDirLayout(tmp_path)
     layout.broker_dir(1).mkdir(parents=True)
-    (layout.broker_dir(1) / "broker.json").write_text(json.dumps(
+    layout.broker(1).info.write_text(json.dumps(
         {"broker_id": 1, "host": "h", "port": 9, "pid": 5, "started_at": 1.0}))
     info = read_broker_info(layout, 1)
     assert info is not None and info.rack is None

@@ -133,19 +133,41 @@ class Session:
         pass
 
 
-def test_idle_followers_in_a_session_push_the_deadline_back(replicas: ReplicaManager) -> None:
-    # An incremental session names no idle partition, so last_caught_up_ms goes stale;
-    # the session's fetches still count, or every idle partition is due every tick.
+def idle_in_sessions(replicas: ReplicaManager) -> tuple[Partition, Session, float]:
+    """A leader whose followers sit at its LEO, fetching in one session, with a
+    last_caught_up_ms gone stale (an incremental session names no idle partition)."""
     partition = lead(replicas, 0, (1, 2, 3))
     replicas.due_isr_changes(LAG_MS, now_ms())
     fetched_at = now_ms()
+    session = Session(fetched_at)
     for follower in partition.followers.values():
         follower.log_end_offset = partition.log.log_end_offset
         follower.last_caught_up_ms = fetched_at - 10 * LAG_MS
-        follower.session = Session(fetched_at)
+        follower.session = session
     replicas.check_isr_soon(partition)
-    assert replicas.due_isr_changes(LAG_MS, fetched_at) == []
-    assert replicas._isr_due.deadline(("t", 0)) == pytest.approx(fetched_at + LAG_MS, abs=5)
+    return partition, session, fetched_at
+
+
+def test_idle_leaders_park_on_their_followers_sessions(replicas: ReplicaManager) -> None:
+    partition, session, fetched_at = idle_in_sessions(replicas)
+    assert replicas.due_isr_changes(LAG_MS, fetched_at) == []  # caught up as of the fetch
+    assert len(replicas._isr_due) == 0 and partition.isr_parked  # nothing to look at
+    assert replicas.due_isr_changes(LAG_MS, now_ms()) == []
+    # the session goes quiet for the allowed lag: its followers are late everywhere
+    session.last_fetch_ms -= LAG_MS + 50
+    assert replicas.due_isr_changes(LAG_MS, now_ms()) == [(partition, (1,))]
+
+
+def test_an_append_wakes_a_parked_leader(replicas: ReplicaManager) -> None:
+    partition, session, fetched_at = idle_in_sessions(replicas)
+    replicas.due_isr_changes(LAG_MS, fetched_at)
+    partition.append_as_leader(make_sized_batch(0, 100), required_acks=1,
+                               min_insync_replicas=1)
+    assert not partition.isr_parked and ("t", 0) in replicas._isr_due
+    # Behind by that append only: caught up until it, not late since long ago.
+    assert replicas.due_isr_changes(LAG_MS, now_ms()) == []
+    assert replicas._isr_due.deadline(("t", 0)) == pytest.approx(
+        min(session.last_fetch_ms, now_ms()) + LAG_MS, abs=50)
 
 
 def test_a_caught_up_follower_is_added_at_once(replicas: ReplicaManager) -> None:

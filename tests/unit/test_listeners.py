@@ -75,7 +75,7 @@ def test_tls_setting_values_are_checked() -> None:
 def test_broker_json_of_an_older_version_still_loads(tmp_path: Path) -> None:
     layout = DataDirLayout(tmp_path)
     layout.broker_dir(1).mkdir(parents=True)
-    (layout.broker_dir(1) / "broker.json").write_text(json.dumps(
+    layout.broker(1).info.write_text(json.dumps(
         {"broker_id": 1, "host": "127.0.0.1", "port": 9092, "pid": 5, "started_at": 1.0}))
     old = read_broker_info(layout, 1)
     assert old is not None and old.listeners == [] and old.port == 9092

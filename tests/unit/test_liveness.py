@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slog.broker import liveness
-from slog.core.datadir import BrokerInfo, alive_lock_path, write_broker_info
+from slog.core.datadir import BrokerInfo, write_broker_info
 from slog.core.locks import FileLock
 from slog.core.names import DataDirLayout, ensure_data_dir
 
@@ -26,7 +26,7 @@ def layout(tmp_path: Path) -> DataDirLayout:
 
 def _running(layout: DataDirLayout, broker_id: int = 2) -> FileLock:
     """Broker ``broker_id`` as a real running one leaves it: lock held, broker.json, heartbeat."""
-    lock = FileLock(alive_lock_path(layout, broker_id))
+    lock = FileLock(layout.broker(broker_id).alive_lock)
     assert lock.try_acquire()
     write_broker_info(layout, BrokerInfo(broker_id, "127.0.0.1", 1234, os.getpid(), time.time()))
     liveness.beat(layout, broker_id)
@@ -35,7 +35,7 @@ def _running(layout: DataDirLayout, broker_id: int = 2) -> FileLock:
 
 def _age_heartbeat(layout: DataDirLayout, seconds: float, broker_id: int = 2) -> None:
     then = time.time() - seconds
-    os.utime(liveness.heartbeat_path(layout, broker_id), (then, then))
+    os.utime(layout.broker(broker_id).heartbeat, (then, then))
 
 
 def test_a_running_broker_is_healthy(layout: DataDirLayout) -> None:
@@ -50,7 +50,7 @@ def test_a_free_lock_means_gone_whatever_the_heartbeat(layout: DataDirLayout) ->
     _running(layout).release()  # kill -9: the OS drops the lock, the heartbeat is fresh
     seen = liveness.observe(layout, 2, me=1)
     assert seen.problem(TIMEOUT_S) == "alive.lock is free: the process is gone"
-    liveness.starting_marker(layout, 2).touch()
+    layout.broker(2).starting.touch()
     assert liveness.observe(layout, 2, me=1).problem(TIMEOUT_S) == \
         "alive.lock is free: the process is gone"
 
@@ -66,11 +66,11 @@ def test_a_stale_heartbeat_is_named_with_its_age(layout: DataDirLayout) -> None:
 
 def test_a_starting_broker_is_not_judged_by_its_heartbeat(layout: DataDirLayout) -> None:
     lock = _running(layout)
-    liveness.starting_marker(layout, 2).touch()
+    layout.broker(2).starting.touch()
     _age_heartbeat(layout, 60)
     seen = liveness.observe(layout, 2, me=1)
     assert seen.starting and seen.problem(TIMEOUT_S) is None
-    liveness.starting_marker(layout, 2).unlink()
+    layout.broker(2).starting.unlink()
     assert liveness.observe(layout, 2, me=1).problem(TIMEOUT_S) == "heartbeat 60.0 s old"
     lock.release()
 
@@ -87,24 +87,24 @@ def test_the_heartbeat_thread_beats_while_the_caller_hogs_the_interpreter(
         spins = 0
         while time.monotonic() < deadline:  # never yields on purpose
             spins += 1
-        age = time.time() - liveness.heartbeat_path(layout, 2).stat().st_mtime
+        age = time.time() - layout.broker(2).heartbeat.stat().st_mtime
         assert age < 1.0, f"heartbeat {age:.1f} s old after a 2 s busy loop ({spins} spins)"
     finally:
         heartbeat.stop()
     _age_heartbeat(layout, 60)
     time.sleep(3 * liveness.HEARTBEAT_INTERVAL_S)
-    age = time.time() - liveness.heartbeat_path(layout, 2).stat().st_mtime
+    age = time.time() - layout.broker(2).heartbeat.stat().st_mtime
     assert age > 50, "the heartbeat went on after stop()"
 
 
 def test_a_broker_recovering_before_it_listens_counts_as_starting(layout: DataDirLayout) -> None:
     """Between taking its lock and writing broker.json (log recovery) a broker is starting:
     the controller must fence its previous run's registration, not wait for the port."""
-    lock = FileLock(alive_lock_path(layout, 2))
+    lock = FileLock(layout.broker(2).alive_lock)
     assert lock.try_acquire()
-    liveness.starting_marker(layout, 2).touch()
+    layout.broker(2).starting.touch()
     seen = liveness.observe(layout, 2, me=1)
     assert seen.info is None and seen.starting and seen.problem(TIMEOUT_S) is None
-    liveness.starting_marker(layout, 2).unlink()
+    layout.broker(2).starting.unlink()
     assert liveness.observe(layout, 2, me=1).problem(TIMEOUT_S) == "no broker.json"
     lock.release()

@@ -16,7 +16,7 @@ from kio.serial import entity_reader
 
 from slog.protocol import encode_request, parse_request_header, request_class
 from slog.protocol.apis import ApiKey
-from slog.protocol.codec import _guard
+from slog.protocol.guard import guard
 from slog.protocol.produce_decoding import decode_produce_request
 from tests.unit.test_protocol_fuzz import mutated
 from tests.unit.test_protocol_support import random_entity
@@ -26,7 +26,7 @@ VERSIONS = range(3, 10)
 
 def _kio_decode(body: bytes, version: int):
     cls = request_class(ApiKey.PRODUCE, version)
-    buf = _guard(cls, body, 0)
+    buf = guard(cls, body, 0)
     return entity_reader(cls)(buf, 0)[0]
 
 

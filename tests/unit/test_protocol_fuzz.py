@@ -2,7 +2,7 @@
 
 Bodies are either pure random bytes or valid encodings with mutations aimed at
 length fields (huge int32s and varints), truncations and byte flips. Without
-the guard in codec.py, several of these abort the interpreter inside kio's
+the guard (protocol/guard.py), several of these abort the interpreter inside kio's
 native reader; with it, every input ends in a value or a ProtocolError.
 """
 

@@ -18,16 +18,9 @@ from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from kio.serial import entity_writer
-from kio.serial._introspect import (
-    EntityField,
-    EntityTupleField,
-    classify_field,
-    get_field_tag,
-    get_schema_field_type,
-    is_optional,
-)
 
 from slog.protocol import ALL_APIS, ErrorCode, request_class, response_class
+from slog.protocol.guard import FieldSchema, field_schema
 
 ALL_CASES: list[tuple[int, int]] = [
     (spec.api_key, version)
@@ -49,10 +42,10 @@ _ERROR_CODES = list(ErrorCode)
 _TEXT = "abcxyz-._0123456789é€😀"
 
 
-def _scalar(f: Field[Any], kind: Any, rng: random.Random, depth: int, full: bool) -> Any:
-    if isinstance(kind, EntityField | EntityTupleField):
-        return random_entity(kind.type_, rng, depth + 1, full=full)
-    kafka_type = get_schema_field_type(f)
+def _scalar(schema: FieldSchema, rng: random.Random, depth: int, full: bool) -> Any:
+    if schema.entity is not None:
+        return random_entity(schema.entity, rng, depth + 1, full=full)
+    kafka_type = schema.kafka_type
     if kafka_type in _INT_RANGES:
         lo, hi = _INT_RANGES[kafka_type]
         return rng.choice([lo, hi, 0, -1 if lo < 0 else 1, rng.randint(lo, hi)])
@@ -78,16 +71,16 @@ def _scalar(f: Field[Any], kind: Any, rng: random.Random, depth: int, full: bool
 
 
 def _value(f: Field[Any], rng: random.Random, depth: int, full: bool) -> Any:
-    kind = classify_field(f)
-    tagged = get_field_tag(f) is not None
+    schema = field_schema(f)
+    tagged = schema.tag is not None
     if tagged and rng.random() < 0.3 and f.default is not MISSING:
         return f.default
-    if is_optional(f) and not tagged and not full and rng.random() < 0.2:
+    if schema.optional and not tagged and not full and rng.random() < 0.2:
         return None
-    if kind.is_array:
+    if schema.is_array:
         n = rng.choice([1, 2]) if full else 0 if depth > 3 else rng.choice([0, 1, 2, 3])
-        return tuple(_scalar(f, kind, rng, depth, full) for _ in range(n))
-    return _scalar(f, kind, rng, depth, full)
+        return tuple(_scalar(schema, rng, depth, full) for _ in range(n))
+    return _scalar(schema, rng, depth, full)
 
 
 def random_entity(cls: type, rng: random.Random, depth: int = 0, *, full: bool = False) -> Any:

@@ -192,7 +192,7 @@ def _preferred_read_replica(ctx: RequestContext, partition: Partition, client_ra
     live = {b.broker_id for b in image.live_brokers()}
     followers = [
         ReplicaView(replica, rack, state.log_end_offset,
-                    state.caught_up_ms(partition.log.log_end_offset))
+                    partition.follower_caught_up_ms(state))
         for replica, state in partition.followers.items()
         if replica in partition.isr and replica in live
         and replica not in partition.fenced_replicas

@@ -1,0 +1,365 @@
+"""Error responses: a version-correct answer to any request, with one error code throughout.
+
+When a request fails as a whole (it could not be decoded, it is not
+authorized, the broker is not ready) Kafka still answers in the request's own
+response layout, with the error on every topic, partition or group the
+request named. One builder per response shape fills it; `error_response`
+picks the builder by API key. ApiVersions errors are the exception: KIP-511
+says they go out in v0 layout (`api_versions_fallback_response`).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from dataclasses import MISSING, Field, fields
+from typing import Any
+
+from kio.static.constants import uuid_zero
+
+from slog.protocol.apis import ApiKey, ApiSpec, response_class
+from slog.protocol.codec import Entity, encode_response
+from slog.protocol.errors import ErrorCode, UnsupportedVersionError
+from slog.protocol.guard import field_schema
+from slog.protocol.headers import RequestHeader
+
+__all__ = ["api_versions_fallback_response", "api_versions_response", "error_response"]
+
+
+def _neutral(f: Field[Any]) -> Any:
+    """The value Kafka's generated *Data classes hold for a field with no default."""
+    schema = field_schema(f)
+    if schema.optional:
+        return None
+    if schema.is_array:
+        return ()
+    if schema.entity is not None:
+        return _fill(schema.entity)
+    return _NEUTRAL_BY_TYPE.get(schema.kafka_type or "", 0)
+
+
+_NEUTRAL_BY_TYPE: dict[str, Any] = {
+    "string": "",
+    "bytes": b"",
+    "records": b"",
+    "bool": False,
+    "uuid": uuid_zero,
+    "error_code": ErrorCode.none,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": datetime.datetime.fromtimestamp(0, datetime.UTC),
+    "float64": 0.0,
+}
+
+
+def _fill(cls: type, **values: Any) -> Entity:
+    """Instantiate `cls` from `values`, ignoring names the class lacks.
+
+    Fields change between versions (throttle_time appears in v1, etc.), so
+    builders pass a superset and let each version keep what it has. Missing
+    required fields get Kafka's neutral values.
+    """
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.name in values:
+            kwargs[f.name] = values[f.name]
+        elif f.default is MISSING and f.default_factory is MISSING:
+            kwargs[f.name] = _neutral(f)
+    return cls(**kwargs)
+
+
+def _item(cls: type, name: str) -> type:
+    """The entity class of field `name` (array element or nested struct)."""
+    for f in fields(cls):
+        if f.name == name:
+            entity = field_schema(f).entity
+            if entity is not None:
+                return entity
+            break
+    raise KeyError(f"{cls.__name__} has no struct field {name!r}")
+
+
+def _has(cls: type, name: str) -> bool:
+    return any(f.name == name for f in fields(cls))
+
+
+def api_versions_response(
+    version: int,
+    table: Iterable[ApiSpec],
+    *,
+    error_code: ErrorCode = ErrorCode.none,
+    throttle_ms: int = 0,
+) -> Entity:
+    """Build an ApiVersions response entity of `version` advertising `table`."""
+    cls = response_class(ApiKey.API_VERSIONS, version)
+    row = _item(cls, "api_keys")
+    return _fill(
+        cls,
+        error_code=error_code,
+        api_keys=tuple(
+            row(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+            for s in table
+        ),
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+    )
+
+
+def api_versions_fallback_response(
+    correlation_id: int,
+    table: Iterable[ApiSpec],
+    error_code: ErrorCode = ErrorCode.unsupported_version,
+) -> bytes:
+    """KIP-511: the answer to an ApiVersions request of a version we don't support.
+
+    Encoded as a v0 response (v0 header, no tagged fields) with
+    UNSUPPORTED_VERSION and the whole table, so any client can read it and
+    retry with a version from the ApiVersions row. (Kafka itself only
+    includes the ApiVersions row; sending all of them is a superset clients
+    accept.)
+
+    Use it for *every* ApiVersions error, whatever version was asked for:
+    kafka-python (and librdkafka for UNSUPPORTED_VERSION) parse an
+    ApiVersions body with a non-zero error code as v0, so an error answered
+    in v1-v3 layout would be misread.
+    """
+    response = api_versions_response(0, table, error_code=error_code)
+    return encode_response(RequestHeader(ApiKey.API_VERSIONS, 0, correlation_id, None), response)
+
+
+_NO_TIME = datetime.timedelta(0)
+_Builder = Callable[[type, Any, ErrorCode, int], Entity | None]
+Row = dict[str, Any]
+
+
+def _rows(cls: type, field: str, rows: Iterable[Row]) -> tuple[Entity, ...]:
+    """One array of a response, one entity per row of fields."""
+    row_cls = _item(cls, field)
+    return tuple(_fill(row_cls, **row) for row in rows)
+
+
+def _by_topic(cls: type, topics_field: str, partitions_field: str,
+              topics: Iterable[tuple[Row, Iterable[Row]]]) -> tuple[Entity, ...]:
+    """The topic → partition rows of a response, from (topic fields, partitions' fields)."""
+    topic_cls = _item(cls, topics_field)
+    part_cls = _item(topic_cls, partitions_field)
+    return tuple(
+        _fill(topic_cls, **topic, **{partitions_field: tuple(_fill(part_cls, **p) for p in parts)})
+        for topic, parts in topics
+    )
+
+
+def _produce(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, responses=_by_topic(
+        cls, "responses", "partition_responses",
+        (({"name": t.name}, ({"index": p.index, "error_code": e, "base_offset": -1}
+                             for p in t.partition_data))
+         for t in req.topic_data)))
+
+
+def _fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    empty = {"error_code": e, "high_watermark": -1, "aborted_transactions": None, "records": b""}
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, session_id=0, responses=_by_topic(
+        cls, "responses", "partitions",
+        (({"topic": t.topic}, ({"partition_index": p.partition, **empty} for p in t.partitions))
+         for t in req.topics)))
+
+
+def _list_offsets(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": p.partition_index, "error_code": e}
+                             for p in t.partitions))
+         for t in req.topics)))
+
+
+def _metadata(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, brokers=(), topics=_rows(cls, "topics", (
+        {"error_code": e, "name": t.name, "partitions": (),
+         "topic_id": getattr(t, "topic_id", None) or uuid_zero}
+        for t in req.topics or ())))
+
+
+def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, producer_id=-1, producer_epoch=-1)
+
+
+def _create_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_rows(
+        cls, "topics", ({"name": t.name, "error_code": e} for t in req.topics)))
+
+
+def _delete_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    if _has(type(req), "topics"):  # v6+: by name or id
+        rows = ({"name": t.name, "topic_id": t.topic_id or uuid_zero, "error_code": e}
+                for t in req.topics)
+    else:
+        rows = ({"name": name, "error_code": e} for name in req.topic_names)
+    return _fill(cls, throttle_time=_NO_TIME, responses=_rows(cls, "responses", rows))
+
+
+def _create_partitions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"name": t.name, "error_code": e} for t in req.topics)))
+
+
+def _describe_configs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(cls, "results", (
+        {"error_code": e, "resource_type": r.resource_type, "resource_name": r.resource_name,
+         "configs": ()}
+        for r in req.resources)))
+
+
+def _incremental_alter_configs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, responses=_rows(cls, "responses", (
+        {"error_code": e, "resource_type": r.resource_type, "resource_name": r.resource_name}
+        for r in req.resources)))
+
+
+def _find_coordinator(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:
+    nowhere = {"node_id": -1, "host": "", "port": -1, "error_code": e}
+    if _has(cls, "coordinators"):  # v4+: one row per requested key
+        if req is None:
+            return None
+        return _fill(cls, throttle_time=_NO_TIME, coordinators=_rows(
+            cls, "coordinators", ({"key": k, **nowhere} for k in req.coordinator_keys)))
+    return _fill(cls, throttle_time=_NO_TIME, **nowhere)
+
+
+def _join_group(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, generation_id=-1, members=())
+
+
+def _top_level(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    """APIs whose response is just an error code plus empty payload fields."""
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e)
+
+
+def _create_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"error_code": e} for _ in req.creations)))
+
+
+def _delete_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, filter_results=_rows(
+        cls, "filter_results", ({"error_code": e} for _ in req.filters)))
+
+
+def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    # v1-3 have no top-level error code: one log-dir result carries it.
+    result = _fill(_item(cls, "results"), error_code=e, log_dir="", topics=(),
+                   total_bytes=-1, usable_bytes=-1)
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, results=(result,))
+
+
+def _offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    # Same shape as ListOffsets: topics → partitions with an error code each.
+    return _list_offsets(cls, req, e, v)
+
+
+def _offset_fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:
+    if _has(cls, "groups"):  # v8+: batched groups
+        if req is None:
+            return None
+        return _fill(cls, throttle_time=_NO_TIME, groups=_rows(
+            cls, "groups", ({"group_id": g.group_id, "error_code": e} for g in req.groups)))
+    if _has(cls, "error_code") and (req is None or req.topics is None):
+        return _fill(cls, throttle_time=_NO_TIME, error_code=e, topics=())
+    if req is None:
+        return None
+    unknown = {"committed_offset": -1, "metadata": "", "error_code": e}
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": i, **unknown} for i in t.partition_indexes))
+         for t in req.topics)))
+
+
+def _describe_groups(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, groups=_rows(
+        cls, "groups", ({"error_code": e, "group_id": g, "members": ()} for g in req.groups)))
+
+
+def _delete_groups(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"group_id": g, "error_code": e} for g in req.groups_names)))
+
+
+def _elect_leaders(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:
+    if req is None:
+        # v1+ has a top-level error code; v0 can only report per partition.
+        return _top_level(cls, req, e, v) if _has(cls, "error_code") else None
+    return _fill(cls, throttle_time=_NO_TIME, error_code=e, replica_election_results=_by_topic(
+        cls, "replica_election_results", "partition_result",
+        (({"topic": t.topic}, ({"partition_id": p, "error_code": e} for p in t.partitions))
+         for t in (req.topic_partitions or ()))))
+
+
+def _offset_for_leader_epoch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"topic": t.topic}, ({"partition": p.partition, "error_code": e} for p in t.partitions))
+         for t in req.topics)))
+
+
+# (builder, needs_request): builders that mirror request arrays can't run without one.
+_ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
+    ApiKey.PRODUCE: (_produce, True),
+    ApiKey.FETCH: (_fetch, True),
+    ApiKey.LIST_OFFSETS: (_list_offsets, True),
+    ApiKey.METADATA: (_metadata, True),
+    ApiKey.OFFSET_COMMIT: (_offset_commit, True),
+    ApiKey.OFFSET_FETCH: (_offset_fetch, False),
+    ApiKey.FIND_COORDINATOR: (_find_coordinator, False),
+    ApiKey.JOIN_GROUP: (_join_group, False),
+    ApiKey.HEARTBEAT: (_top_level, False),
+    ApiKey.LEAVE_GROUP: (_top_level, False),
+    ApiKey.SYNC_GROUP: (_top_level, False),
+    ApiKey.DESCRIBE_GROUPS: (_describe_groups, True),
+    ApiKey.LIST_GROUPS: (_top_level, False),
+    ApiKey.SASL_HANDSHAKE: (_top_level, False),
+    # ApiVersions errors must be sent in v0 layout: api_versions_fallback_response.
+    ApiKey.CREATE_TOPICS: (_create_topics, True),
+    ApiKey.DELETE_TOPICS: (_delete_topics, True),
+    ApiKey.INIT_PRODUCER_ID: (_init_producer_id, False),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (_offset_for_leader_epoch, True),
+    ApiKey.DESCRIBE_CONFIGS: (_describe_configs, True),
+    ApiKey.DESCRIBE_LOG_DIRS: (_describe_log_dirs, False),
+    ApiKey.DESCRIBE_ACLS: (_top_level, False),
+    ApiKey.CREATE_ACLS: (_create_acls, True),
+    ApiKey.DELETE_ACLS: (_delete_acls, True),
+    ApiKey.SASL_AUTHENTICATE: (_top_level, False),
+    ApiKey.CREATE_PARTITIONS: (_create_partitions, True),
+    ApiKey.DELETE_GROUPS: (_delete_groups, True),
+    ApiKey.ELECT_LEADERS: (_elect_leaders, False),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (_incremental_alter_configs, True),
+    ApiKey.ALTER_CONFIGS: (_incremental_alter_configs, True),  # the same response shape
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (_top_level, False),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (_top_level, False),
+    ApiKey.OFFSET_DELETE: (_top_level, False),
+    ApiKey.DESCRIBE_CLUSTER: (_top_level, False),
+    ApiKey.ALTER_PARTITION: (_top_level, False),
+    ApiKey.ENVELOPE: (_top_level, False),
+}
+
+
+def error_response(
+    header: RequestHeader, request: Entity | None, error_code: ErrorCode | int
+) -> Entity | None:
+    """A version-correct response where every topic/partition/group carries `error_code`.
+
+    `request` may be None (the body failed to decode); then only APIs with a
+    top-level error code can be answered. Returns None when no meaningful
+    response can be built: the broker should close the connection, which is
+    what Kafka does for requests it cannot parse. ApiVersions is always None:
+    answer its errors with `api_versions_fallback_response`.
+    """
+    entry = _ERROR_BUILDERS.get(header.api_key)
+    if entry is None:
+        return None
+    builder, needs_request = entry
+    if needs_request and request is None:
+        return None
+    try:
+        cls = response_class(header.api_key, header.api_version)
+    except UnsupportedVersionError:
+        return None
+    return builder(cls, request, ErrorCode(error_code), header.api_version)
