@@ -117,7 +117,6 @@ class Dispatcher:
             # Kafka closes an unauthenticated connection that asks for anything else.
             log.info("closing %s: api %s before authentication", peer, header.api_key)
             return CLOSE_CONNECTION
-        result: Buffers | _Sentinel | None
         if header.api_key == ApiKey.ENVELOPE:
             return await self._envelope(header, frame, body_offset, peer, session)
         return await self._serve(header, frame, body_offset, peer, session)
