@@ -250,9 +250,12 @@ class Partition:
             if not future.done():
                 future.set_exception(ReplicaError(code, message))
 
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool) -> FetchSlice:
+    def read(self, offset: int, max_bytes: int, *, committed_only: bool,
+             min_one: bool = True) -> FetchSlice:
+        """``min_one``: the first batch whole even past ``max_bytes`` (KIP-74), only
+        for the first partition of a response that reads anything."""
         limit = self.high_watermark if committed_only else None
-        return self.log.read(offset, max_bytes, max_offset=limit)
+        return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one)
 
     def update_follower(self, replica_id: int, fetch_offset: int,
                         session: FetchWatcher | None = None) -> bool:

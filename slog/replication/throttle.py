@@ -101,14 +101,16 @@ class ReplicationThrottle:
         return bucket
 
     def read(self, image: MetadataImage, partition: Partition, follower: int, offset: int,
-             max_bytes: int) -> FetchSlice:
+             max_bytes: int, min_one: bool = True) -> FetchSlice:
         """``Partition.read`` for a fetch by ``follower`` (-1: a consumer), throttled."""
         bucket = self.bucket_for(image, partition, follower)
         if bucket is None:
-            return partition.read(offset, max_bytes, committed_only=follower < 0)
+            return partition.read(offset, max_bytes, committed_only=follower < 0,
+                                  min_one=min_one)
         allowed = int(bucket.available())
         if allowed <= 0:
             return FetchSlice(first_offset=offset, next_offset=offset)
-        fetched = partition.read(offset, min(max_bytes, allowed), committed_only=False)
+        fetched = partition.read(offset, min(max_bytes, allowed), committed_only=False,
+                                 min_one=min_one)
         bucket.consume(fetched.size)
         return fetched

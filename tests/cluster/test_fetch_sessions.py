@@ -65,6 +65,26 @@ def listed(response: Any) -> dict[int, Any]:
 
 # -- the protocol -----------------------------------------------------------------------
 @pytest.mark.brokers(1)
+def test_a_fetch_answers_at_most_its_max_bytes_past_the_first_batch(cluster: Cluster) -> None:
+    # KIP-74: the first batch comes whole even past max_bytes, the rest must fit. Every
+    # partition getting "at least one batch" made a 1,000-partition fetch answer 100 MB,
+    # past what librdkafka accepts (receive.message.max.bytes).
+    cluster.create_topic("big", partitions=4, replication_factor=1)
+    for partition in range(4):
+        cluster.produce_to(1, "big", partition, [os.urandom(10_000)] * 4, acks=1)
+    with cluster.connect(1) as conn:
+        body = {"replica_id": -1, "max_wait": 100, "min_bytes": 1, "max_bytes": 50_000,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": "big", "partitions": [
+                    {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                     "current_leader_epoch": -1, "log_start_offset": -1} for p in range(4)]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        response = conn.request(ApiKey.FETCH, body, version=12)
+    sizes = [len(p.records or b"") for t in response.responses for p in t.partitions]
+    assert sizes.count(0) == 3 and max(sizes) > 40_000, sizes  # one batch of ~40 KB
+
+
+@pytest.mark.brokers(1)
 def test_incremental_session_names_only_what_changed(cluster: Cluster) -> None:
     cluster.create_topic("s", partitions=3, replication_factor=1)
     assert cluster.produce_to(1, "s", 0, [b"a", b"b", b"c"], acks=1) == 0

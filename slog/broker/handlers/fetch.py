@@ -84,14 +84,17 @@ class FetchRequestState:
             previous = self.reads.get(key)
             if previous is not None:
                 self.total -= previous.size
-            left = max(self.budget - self.total, 0) if self.total else self.budget
-            done = self._read_one(key, cached, left, previous)
+            # KIP-74: only the response's first data may overshoot the budget (a
+            # batch larger than it must still get through); after that, the rest
+            # must fit, or a thousand partitions answer a thousand batches.
+            left = max(self.budget - self.total, 0)
+            done = self._read_one(key, cached, left, previous, min_one=self.total == 0)
             self.reads[key] = done
             self.total += done.size
             self.answer_now |= done.answer_now
 
     def _read_one(self, key: TopicPartition, cached: CachedPartition, budget: int,
-                  previous: _Read | None) -> _Read:
+                  previous: _Read | None, min_one: bool) -> _Read:
         ctx = self.ctx
         partition = ctx.broker.replicas.get(*key)
         self.session.watch(key, partition)
@@ -130,7 +133,7 @@ class FetchRequestState:
         try:
             fetched = ctx.broker.replication_throttle.read(  # throttles reassignment copies
                 ctx.broker.image, partition, self.follower, cached.fetch_offset,
-                min(budget, cached.partition_max_bytes))
+                min(budget, cached.partition_max_bytes), min_one)
         except OffsetOutOfRangeError:
             if not partition.is_leader and cached.current_leader_epoch < 0 and \
                     cached.fetch_offset > partition.log.log_end_offset:
