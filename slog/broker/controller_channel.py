@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from slog.core.errors import SlogError
 from slog.core.metadata import MetadataImage
 from slog.replication.broker_channel import BrokerChannel
 
 
-class NoControllerError(ConnectionError):
+class NoControllerError(SlogError, ConnectionError):
     """The metadata names no live controller yet."""
 
 

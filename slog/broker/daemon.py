@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from slog.core.datadir import BrokerInfo, read_broker_info
-from slog.core.errors import DataDirError
+from slog.core.errors import DataDirError, SlogError
 from slog.core.locks import is_locked
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
 
@@ -26,7 +26,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(SlogError, RuntimeError):
     pass
 
 

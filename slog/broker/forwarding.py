@@ -38,7 +38,7 @@ from slog.broker.security import ANONYMOUS, BROKER_PRINCIPAL, Security, Session
 from slog.protocol.apis import ApiKey, response_class
 from slog.protocol.codec import encode_response
 from slog.protocol.error_responses import error_response
-from slog.protocol.errors import ErrorCode, ProtocolError
+from slog.protocol.errors import ErrorCode, KafkaApiError, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.shapes import shape
 
@@ -57,12 +57,8 @@ _INT32 = struct.Struct(">i")
 _CHANNEL_ERRORS = (OSError, TimeoutError, asyncio.IncompleteReadError, ProtocolError)
 
 
-class EnvelopeError(Exception):
+class EnvelopeError(KafkaApiError):
     """An Envelope the controller will not serve; ``code`` goes in its response."""
-
-    def __init__(self, code: ErrorCode, reason: str):
-        super().__init__(reason)
-        self.code = code
 
 
 # -- what an Envelope carries ---------------------------------------------------------

@@ -18,8 +18,8 @@ from slog.core.errors import OffsetOutOfRangeError, StorageError
 from slog.core.log import RecordTooLargeError
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.manager import GroupMetadataManager, StoreError
-from slog.groups.member import Errors
 from slog.groups.placement import OFFSETS_TOPIC
+from slog.protocol.errors import ErrorCode
 from slog.replication.controller import NewTopic
 from slog.replication.partition import Partition, ReplicaError
 from slog.replication.placement import RackAwareMode
@@ -56,9 +56,9 @@ class OffsetsTopicLog:
     def _leader(self, partition: int) -> Partition:
         found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
         if found is None:
-            raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE, "no such offsets partition")
+            raise StoreError(ErrorCode.coordinator_not_available, "no such offsets partition")
         if not found.is_leader:
-            raise StoreError(Errors.NOT_COORDINATOR, "no longer the offsets partition's leader")
+            raise StoreError(ErrorCode.not_coordinator, "no longer the offsets partition's leader")
         return found
 
     def append(self, partition: int, records: bytes) -> int:
@@ -66,12 +66,13 @@ class OffsetsTopicLog:
         try:
             result = leader.append_as_leader(records, required_acks=-1, min_insync_replicas=1)
         except ReplicaError as exc:
-            raise StoreError(Errors.NOT_COORDINATOR if exc.code == "not_leader_or_follower"
-                             else Errors.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
+            moved = exc.code is ErrorCode.not_leader_or_follower
+            raise StoreError(ErrorCode.not_coordinator if moved
+                             else ErrorCode.coordinator_not_available, str(exc)) from exc
         except RecordTooLargeError as exc:
-            raise StoreError(Errors.INVALID_COMMIT_OFFSET_SIZE, str(exc)) from exc
+            raise StoreError(ErrorCode.invalid_commit_offset_size, str(exc)) from exc
         except StorageError as exc:
-            raise StoreError(Errors.NOT_COORDINATOR, str(exc)) from exc
+            raise StoreError(ErrorCode.not_coordinator, str(exc)) from exc
         return result.base_offset + batch.parse_header(records).last_offset_delta
 
     def is_committed(self, partition: int, offset: int) -> bool:
@@ -81,9 +82,9 @@ class OffsetsTopicLog:
         try:
             await self._leader(partition).wait_for_commit(offset, self._commit_timeout_s, 1)
         except ReplicaError as exc:
-            if exc.code == "not_leader_or_follower":
-                raise StoreError(Errors.NOT_COORDINATOR, str(exc)) from exc
-            raise StoreError(Errors.COORDINATOR_NOT_AVAILABLE,
+            if exc.code is ErrorCode.not_leader_or_follower:
+                raise StoreError(ErrorCode.not_coordinator, str(exc)) from exc
+            raise StoreError(ErrorCode.coordinator_not_available,
                              "the offsets partition did not replicate in time") from exc
 
     def read(self, partition: int, offset: int) -> tuple[bytes, int]:

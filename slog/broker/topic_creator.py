@@ -85,6 +85,7 @@ class TopicCreator:
 
 
 def _error_of(outcome: object) -> ErrorCode:
-    if isinstance(outcome, ControllerError) and outcome.code != "topic_already_exists":
-        return ErrorCode[outcome.code]
+    if isinstance(outcome, ControllerError) and \
+            outcome.code is not ErrorCode.topic_already_exists:
+        return outcome.code
     return ErrorCode.none

@@ -29,13 +29,14 @@ from slog.broker.daemon import (
 )
 from slog.core.cluster_view import ClusterView, DataDirWatcher
 from slog.core.datadir import read_broker_info
+from slog.core.errors import SlogError
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
 
 FILLER = "chaos-disk-filler"
 FSIZE_LIMIT = 1 << 20  # the simulated full disk: no file may grow past 1 MiB
 
 
-class RecoveryTimeout(RuntimeError):
+class RecoveryTimeout(SlogError, RuntimeError):
     """The cluster did not get healthy again in time: a hang worth reporting."""
 
 

@@ -11,6 +11,8 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from slog.core.errors import SlogError
+
 # Re-exported: the defaults live in core so that spark and tui can use them too.
 from slog.core.names import DEFAULT_BOOTSTRAP as DEFAULT_BOOTSTRAP
 from slog.core.names import default_data_dir as default_data_dir
@@ -20,6 +22,10 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
+
+
+class ArgumentError(SlogError, ValueError):
+    """An argument a command cannot use, found after parsing (a usage error: exit 2)."""
 
 
 DEBUG = {"on": bool(os.environ.get("SLOG_DEBUG"))}  # set by the global --debug too
@@ -148,30 +154,64 @@ def select_names(names: list[str] | None, regex: str | None, available: list[str
 @contextmanager
 def client_errors(bootstrap: str) -> Iterator[None]:
     """Turn client exceptions into one-line errors with the documented exit codes."""
-    from slog.client.errors import BrokerUnavailableError, KafkaError
-
     try:
         yield
-    except BrokerUnavailableError as exc:
-        fail(str(exc).splitlines()[0] or f"no broker at {bootstrap}",
-             hint="start one with `slog broker start --id 1` or pass --bootstrap",
-             code=EXIT_UNREACHABLE)
-    except KafkaError as exc:
-        code = EXIT_NOT_FOUND if exc.name in _NOT_FOUND else EXIT_FAILURE
-        fail(str(exc), hint=_HINTS.get(exc.name), code=code)
-    except ValueError as exc:
-        fail(str(exc), code=EXIT_USAGE)
-    except (ConnectionError, TimeoutError) as exc:
-        fail(f"lost the connection to {bootstrap}: {exc}", code=EXIT_UNREACHABLE)
+    except Exception as exc:
+        explained = explain_error(exc, bootstrap)
+        if explained is None:
+            raise  # no row for it: a bug, which main() reports as unexpected
+        fail(*explained)
 
 
-_NOT_FOUND = {"UNKNOWN_TOPIC_OR_PARTITION", "GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_ID"}
-_HINTS = {
-    "UNKNOWN_TOPIC_OR_PARTITION": "list topics with `slog topic list`",
-    "TOPIC_ALREADY_EXISTS": "describe it with `slog topic describe NAME`",
-    "INVALID_REPLICATION_FACTOR": "the replication factor cannot exceed the live brokers",
-    "INVALID_TOPIC_EXCEPTION": "topic names use only letters, digits, '.', '_' and '-'",
-}
+def explain_error(exc: BaseException, bootstrap: str) -> tuple[str, str | None, int] | None:
+    """(message, hint, exit code) from the first row of the error table matching ``exc``;
+    None when no row does: a bug, not an answer."""
+    from slog.client.errors import KafkaError
+
+    for match, exit_code, message, hint in _error_table():
+        if isinstance(match, int):
+            if not (isinstance(exc, KafkaError) and exc.code == match):
+                continue
+        elif not isinstance(exc, match):
+            continue
+        text = str(exc)
+        return (message.format(exc=text, first_line=text.splitlines()[0] if text else "",
+                               bootstrap=bootstrap), hint, exit_code)
+    return None
+
+
+def _error_table() -> list[tuple[type[BaseException] | int, int, str, str | None]]:
+    """The CLI's one table from an error a command did not handle to its exit code
+    (docs/cli.md "Exit codes"): (exception type or Kafka error code, exit code, message
+    template, hint). The first match wins, so codes and subclasses come before their
+    bases. A ``ValueError`` is a usage error only when it says so (``ArgumentError``, or
+    the client's ``InvalidArgumentError``): any other one is a bug, reported as unexpected."""
+    from slog.client.errors import (
+        BrokerUnavailableError,
+        ErrorCode,
+        InvalidArgumentError,
+        KafkaError,
+    )
+
+    return [
+        (BrokerUnavailableError, EXIT_UNREACHABLE, "{first_line}",
+         "start one with `slog broker start --id 1` or pass --bootstrap"),
+        (ErrorCode.unknown_topic_or_partition, EXIT_NOT_FOUND, "{exc}",
+         "list topics with `slog topic list`"),
+        (ErrorCode.unknown_topic_id, EXIT_NOT_FOUND, "{exc}", None),
+        (ErrorCode.group_id_not_found, EXIT_NOT_FOUND, "{exc}", None),
+        (ErrorCode.topic_already_exists, EXIT_FAILURE, "{exc}",
+         "describe it with `slog topic describe NAME`"),
+        (ErrorCode.invalid_replication_factor, EXIT_FAILURE, "{exc}",
+         "the replication factor cannot exceed the live brokers"),
+        (ErrorCode.invalid_topic_exception, EXIT_FAILURE, "{exc}",
+         "topic names use only letters, digits, '.', '_' and '-'"),
+        (KafkaError, EXIT_FAILURE, "{exc}", None),
+        (InvalidArgumentError, EXIT_USAGE, "{exc}", None),
+        (ArgumentError, EXIT_USAGE, "{exc}", None),
+        (ConnectionError, EXIT_UNREACHABLE, "lost the connection to {bootstrap}: {exc}", None),
+        (TimeoutError, EXIT_UNREACHABLE, "lost the connection to {bootstrap}: {exc}", None),
+    ]
 
 
 # One long option name, one idea, in every command (--partition is a partition number,

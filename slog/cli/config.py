@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from slog.core.errors import SlogError
+
 # Setting -> environment variable. Every command option of the same name follows it.
 SETTINGS: dict[str, str] = {"bootstrap": "SLOG_BOOTSTRAP", "data_dir": "SLOG_DATA_DIR",
                             # TLS (cli.common.TLS_SETTINGS): tls = true, ca = "path", ...
@@ -34,7 +36,7 @@ PROFILE_ENV = "SLOG_PROFILE"
 CONFIG_ENV = "SLOG_CONFIG"
 
 
-class ConfigFileError(Exception):
+class ConfigFileError(SlogError):
     """The config file cannot be read, or names a profile it does not define."""
 
 

@@ -140,7 +140,7 @@ def _bring_up(root: Path, base_port: int, say: Narrator) -> str:
 
 def _create_topic(admin: Any, say: Narrator) -> None:
     from slog.client import NewTopic
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
 
     try:
         admin.delete_topics([DEMO_TOPIC])
@@ -148,7 +148,7 @@ def _create_topic(admin: Any, say: Narrator) -> None:
         _wait_for("the old demo topic to go", lambda: DEMO_TOPIC not in {
             t.name for t in admin.list_topics()})
     except KafkaError as exc:
-        if exc.name != "UNKNOWN_TOPIC_OR_PARTITION":
+        if exc.code != ErrorCode.unknown_topic_or_partition:
             raise
     say.command(f"slog topic create {DEMO_TOPIC} --partitions {PARTITIONS} "
                 f"--replication-factor {BROKERS} -c min.insync.replicas=2")
@@ -158,7 +158,7 @@ def _create_topic(admin: Any, say: Narrator) -> None:
             admin.create_topics([NewTopic(DEMO_TOPIC, PARTITIONS, BROKERS,
                                           {"min.insync.replicas": "2"})])
         except KafkaError as exc:
-            if exc.name == "TOPIC_ALREADY_EXISTS":  # the deletion is still settling
+            if exc.code == ErrorCode.topic_already_exists:  # the deletion is still settling
                 return False
             raise
         return True
@@ -170,7 +170,7 @@ def _create_topic(admin: Any, say: Narrator) -> None:
             [topic] = admin.describe_topics([DEMO_TOPIC])
         except KafkaError as exc:
             # The broker that answers may not have applied the new topic yet.
-            if exc.name == "UNKNOWN_TOPIC_OR_PARTITION":
+            if exc.code == ErrorCode.unknown_topic_or_partition:
                 return []
             raise
         ready = all(p.leader >= 0 and len(p.isr) == BROKERS for p in topic.partitions)
@@ -387,15 +387,15 @@ def _clean_up(root: Path, bootstrap: str, say: Narrator) -> None:
 
 def _forget_old_group(admin: Any) -> None:
     from slog.client import GroupAdmin
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
 
     def deleted() -> bool:
         try:
             GroupAdmin(admin.cluster).delete_groups([DEMO_GROUP])
         except KafkaError as exc:
-            if exc.name == "GROUP_ID_NOT_FOUND":  # no earlier demo: the usual case
+            if exc.code == ErrorCode.group_id_not_found:  # no earlier demo: the usual case
                 return True
-            if exc.retriable or exc.name == "NON_EMPTY_GROUP":
+            if exc.retriable or exc.code == ErrorCode.non_empty_group:
                 return False  # coordinator moving, or old members not yet expired
             raise
         return True

@@ -116,7 +116,7 @@ def run_election(election: ElectionType, all_partitions: bool, topics: list[str]
     ``partition`` of each), or the partitions of a ``plan`` file."""
     from slog.client import Admin
     from slog.client.admin import ElectionResult
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
     from slog.client.types import TopicPartition
 
     by_topic = bool(topics) or regex is not None
@@ -154,7 +154,7 @@ def run_election(election: ElectionType, all_partitions: bool, topics: list[str]
     if not rows and output is OutputFormat.table:
         print("no partition needed a leader election", file=sys.stderr)
     if failures:
-        unknown = all(e.name == "UNKNOWN_TOPIC_OR_PARTITION" for e in failures.values())
+        unknown = all(e.code == ErrorCode.unknown_topic_or_partition for e in failures.values())
         raise typer.Exit(EXIT_NOT_FOUND if unknown and len(failures) == len(rows)
                          else EXIT_FAILURE)
 

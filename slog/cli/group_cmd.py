@@ -14,6 +14,7 @@ from slog.cli.common import (
     EXIT_FAILURE,
     EXIT_NOT_FOUND,
     EXIT_USAGE,
+    ArgumentError,
     BootstrapOption,
     ChosenGroupsArgument,
     GroupArgument,
@@ -207,13 +208,13 @@ def parse_duration(text: str) -> datetime.timedelta:
     """ISO-8601 ``PnDTnHnMnS`` (Kafka's --by-duration), e.g. PT30M or P1DT12H."""
     match = _DURATION.fullmatch(text.strip())
     if not match or text.strip().upper() in ("P", "PT"):
-        raise ValueError(f"--by-duration takes an ISO-8601 duration like PT30M or P1DT2H, "
-                         f"not {text!r}")
+        raise ArgumentError(f"--by-duration takes an ISO-8601 duration like PT30M or P1DT2H, "
+                            f"not {text!r}")
     days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
     try:
         return datetime.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
     except OverflowError:
-        raise ValueError(f"--by-duration {text!r} is out of range") from None
+        raise ArgumentError(f"--by-duration {text!r} is out of range") from None
 
 
 def parse_datetime_ms(text: str) -> int:
@@ -221,23 +222,23 @@ def parse_datetime_ms(text: str) -> int:
     try:
         return int(datetime.datetime.fromisoformat(text.strip()).timestamp() * 1000)
     except (ValueError, OverflowError, OSError):  # unparsable, or beyond what time_t holds
-        raise ValueError(f"--to-datetime takes YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM], "
-                         f"not {text!r}") from None
+        raise ArgumentError(f"--to-datetime takes YYYY-MM-DDTHH:MM:SS[.sss][+HH:MM], "
+                            f"not {text!r}") from None
 
 
 def parse_topic_scope(spec: str) -> tuple[str, list[int] | None]:
     """``T`` or ``T:0,2``."""
     topic, _, parts = spec.partition(":")
     if not topic:
-        raise ValueError(f"--topic takes TOPIC or TOPIC:P,P, not {spec!r}")
+        raise ArgumentError(f"--topic takes TOPIC or TOPIC:P,P, not {spec!r}")
     if not parts:
         return topic, None
     try:
         numbers = [int(p) for p in parts.split(",") if p.strip()]
     except ValueError:
-        raise ValueError(f"partitions in {spec!r} must be numbers") from None
+        raise ArgumentError(f"partitions in {spec!r} must be numbers") from None
     if any(n < 0 for n in numbers):
-        raise ValueError(f"partitions in {spec!r} must not be negative")
+        raise ArgumentError(f"partitions in {spec!r} must not be negative")
     return topic, numbers
 
 
@@ -276,7 +277,7 @@ def _targets(clients: _Clients, group: str, partitions: list[Any], target: tuple
         committed = {tp: c.offset for tp, c in current.items() if c is not None}
         lacking = [str(tp) for tp in partitions if tp not in committed]
         if lacking:
-            raise ValueError(f"cannot shift {', '.join(lacking)}: nothing is committed there")
+            raise ArgumentError(f"cannot shift {', '.join(lacking)}: nothing is committed there")
         wanted = {tp: committed[tp] + value for tp in partitions}
     return {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in wanted.items()}
 
@@ -331,8 +332,8 @@ def reset_offsets(
             try:
                 start = now - parse_duration(by_duration)
             except OverflowError:
-                raise ValueError(f"--by-duration {target[1]!r} reaches back before year 1"
-                                 ) from None
+                raise ArgumentError(f"--by-duration {by_duration!r} reaches back before year 1"
+                                    ) from None
             target = ("duration", int(start.timestamp() * 1000))
     except ValueError as exc:
         fail(str(exc), code=EXIT_USAGE)
@@ -366,7 +367,7 @@ def delete(
       slog group delete billing audit
       slog group delete -r 'test-.*'
     """
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
 
     if not groups and regex is None:
         fail("name the groups to delete, or pass --regex", code=EXIT_USAGE)
@@ -388,5 +389,5 @@ def delete(
          ["group", "status", "error"], output)
     if failures:
         all_missing = len(failures) == len(set(groups)) and all(
-            e.name == "GROUP_ID_NOT_FOUND" for e in failures.values())
+            e.code == ErrorCode.group_id_not_found for e in failures.values())
         raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)

@@ -71,7 +71,7 @@ def create(
     Example: slog topic create orders -p 6 -r 3 -c retention.ms=86400000
     """
     from slog.client import NewTopic
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
 
     configs = _parse_configs(config)
     for flag, value in (("--partitions", partitions), ("--replication-factor", replication_factor)):
@@ -99,7 +99,7 @@ def create(
             created = exc.results or {}
             errors = getattr(exc, "errors", {exc.item: exc})
             for name, error in errors.items():
-                if if_not_exists and error.name == "TOPIC_ALREADY_EXISTS":
+                if if_not_exists and error.code == ErrorCode.topic_already_exists:
                     rows.append({**_NOT_CREATED, "topic": name, "status": "exists"})
                     continue
                 failed += 1
@@ -136,7 +136,7 @@ def delete(
       slog topic delete orders payments
       slog topic delete -r 'test-.*'
     """
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
 
     if not names and regex is None:
         fail("name the topics to delete, or pass --regex", code=EXIT_USAGE)
@@ -158,7 +158,7 @@ def delete(
     emit(rows, ["topic", "status", "error"], output)
     if failures:
         all_missing = len(failures) == len(names) and all(
-            e.name == "UNKNOWN_TOPIC_OR_PARTITION" for e in failures.values())
+            e.code == ErrorCode.unknown_topic_or_partition for e in failures.values())
         raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slog.client.cluster import ClusterClient, client_tls
-from slog.client.errors import KafkaError, raise_for_items
+from slog.client.errors import InvalidArgumentError, KafkaError, raise_for_items
 from slog.client.offsets import OffsetSpec, list_offsets
 from slog.client.types import (
     ClusterDescription,
@@ -359,7 +359,7 @@ class Admin:
         an election. Failures raise as the module says, with the result attached.
         """
         if election_type not in ELECTION_TYPES:
-            raise ValueError(f"election_type must be one of {sorted(ELECTION_TYPES)}")
+            raise InvalidArgumentError(f"election_type must be one of {sorted(ELECTION_TYPES)}")
         topics = None if partitions is None else [
             {"topic": topic, "partitions": numbers}
             for topic, numbers in _by_topic(partitions).items()]

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from slog.client.errors import InvalidArgumentError
 from slog.core.consumer_protocol import (
     Subscription,
     WireFormatError,
@@ -289,6 +290,7 @@ def make_assignors(names: Sequence[str]) -> list[Assignor]:
     for name in names:
         factory = ASSIGNORS.get(name)
         if factory is None:
-            raise ValueError(f"unknown assignor {name!r}; use one of {', '.join(ASSIGNORS)}")
+            raise InvalidArgumentError(
+                f"unknown assignor {name!r}; use one of {', '.join(ASSIGNORS)}")
         out.append(factory())
     return out

@@ -23,7 +23,12 @@ from slog.client.connection import (
     tls_context,
     tls_context_from_env,
 )
-from slog.client.errors import BrokerUnavailableError, ConnectionClosedError, NotControllerError
+from slog.client.errors import (
+    BrokerUnavailableError,
+    ConnectionClosedError,
+    InvalidArgumentError,
+    NotControllerError,
+)
 from slog.client.types import (
     BrokerMetadata,
     ClusterMetadata,
@@ -50,9 +55,10 @@ def parse_bootstrap(bootstrap: str | Iterable[str]) -> list[tuple[str, int]]:
         try:
             out.append((host, int(port)))
         except ValueError:
-            raise ValueError(f"bad bootstrap address {item!r}: the port must be a number") from None
+            raise InvalidArgumentError(
+                f"bad bootstrap address {item!r}: the port must be a number") from None
     if not out:
-        raise ValueError("no bootstrap address given")
+        raise InvalidArgumentError("no bootstrap address given")
     return out
 
 

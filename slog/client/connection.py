@@ -32,7 +32,12 @@ import socket
 from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from slog.client.errors import BrokerUnavailableError, ConnectionClosedError, KafkaError
+from slog.client.errors import (
+    BrokerUnavailableError,
+    ConnectionClosedError,
+    InvalidArgumentError,
+    KafkaError,
+)
 from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.errors import ErrorCode, ProtocolError
@@ -86,7 +91,7 @@ def sasl_login_from_env() -> SaslLogin | None:
 
     username = os.environ.get("SLOG_SASL_USERNAME", "")
     if not username:
-        raise ValueError("SLOG_SASL_MECHANISM is set but SLOG_SASL_USERNAME is not")
+        raise InvalidArgumentError("SLOG_SASL_MECHANISM is set but SLOG_SASL_USERNAME is not")
     return SaslLogin(mechanism, username, os.environ.get("SLOG_SASL_PASSWORD", ""))
 
 
@@ -103,8 +108,8 @@ def tls_context(security_protocol: str | None = None, ssl_cafile: str | None = N
     the system's); ``ssl_certfile``/``ssl_keyfile`` answer ``ssl.client.auth``."""
     protocol = (security_protocol or "PLAINTEXT").upper()
     if protocol not in ("PLAINTEXT", "SASL_PLAINTEXT", *TLS_PROTOCOLS):
-        raise ValueError(f"security_protocol {security_protocol!r} is not PLAINTEXT, SSL, "
-                         "SASL_PLAINTEXT or SASL_SSL")
+        raise InvalidArgumentError(f"security_protocol {security_protocol!r} is not "
+                                   "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     if protocol not in TLS_PROTOCOLS:
         return None
     from slog.protocol.tls import client_context

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from slog.client.assignors import make_assignors
 from slog.client.cluster import ClusterClient, client_tls
-from slog.client.errors import KafkaError, OffsetOutOfRangeError
+from slog.client.errors import InvalidArgumentError, KafkaError, OffsetOutOfRangeError
 from slog.client.fetcher import Fetcher
 from slog.client.group import ConsumerGroup, GroupMetadata, RebalanceListener
 from slog.client.group_requests import OffsetAndMetadata
@@ -92,12 +92,12 @@ class Consumer:
         ssl_keyfile: str | None = None,
     ):
         if auto_offset_reset not in RESET_STRATEGIES:
-            raise ValueError(f"auto_offset_reset must be one of {RESET_STRATEGIES}")
+            raise InvalidArgumentError(f"auto_offset_reset must be one of {RESET_STRATEGIES}")
         levels = {"read_uncommitted": READ_UNCOMMITTED, "read_committed": READ_COMMITTED}
         if isolation_level not in levels:
-            raise ValueError(f"isolation_level must be one of {sorted(levels)}")
+            raise InvalidArgumentError(f"isolation_level must be one of {sorted(levels)}")
         if request_timeout_ms <= fetch_max_wait_ms:
-            raise ValueError("request_timeout_ms must be larger than fetch_max_wait_ms")
+            raise InvalidArgumentError("request_timeout_ms must be larger than fetch_max_wait_ms")
         self.auto_offset_reset = auto_offset_reset
         self.max_poll_records = max_poll_records
         self.consumer_timeout_ms = consumer_timeout_ms
@@ -140,11 +140,12 @@ class Consumer:
         """Join the group and consume the partitions it assigns: of ``topics``, or of
         every topic whose whole name matches ``pattern`` (new ones included)."""
         if self._group is None:
-            raise ValueError("subscribe() needs a group_id; use assign() without a group")
+            raise InvalidArgumentError("subscribe() needs a group_id; use assign() without a group")
         if (topics is None) == (pattern is None):
-            raise ValueError("subscribe to topics or to a pattern, not both")
+            raise InvalidArgumentError("subscribe to topics or to a pattern, not both")
         if self._subs.assignment() and not self._group.subscription:
-            raise ValueError("assign() and subscribe() cannot be mixed; unsubscribe() first")
+            raise InvalidArgumentError(
+                "assign() and subscribe() cannot be mixed; unsubscribe() first")
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
         self._group.subscribe(None if topics is None else list(topics), compiled, listener)
 
@@ -183,14 +184,15 @@ class Consumer:
 
     def _require_group(self) -> ConsumerGroup:
         if self._group is None:
-            raise ValueError("this needs a consumer with a group_id")
+            raise InvalidArgumentError("this needs a consumer with a group_id")
         return self._group
 
     # -- assignment and positions -----------------------------------------------------
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions (replacing any earlier assignment)."""
         if self._group is not None and self._group.subscription:
-            raise ValueError("assign() and subscribe() cannot be mixed; unsubscribe() first")
+            raise InvalidArgumentError(
+                "assign() and subscribe() cannot be mixed; unsubscribe() first")
         tps = [TopicPartition(*tp) for tp in partitions]
         for tp in self._subs.assignment() - set(tps):
             self._fetcher.discard(tp)

@@ -2,9 +2,12 @@
 
 Every error a broker reports becomes a :class:`KafkaError` carrying Kafka's
 numeric ``code``, its upper-case ``name`` (``TOPIC_ALREADY_EXISTS``), the
-broker's ``message`` when it sent one, and whether Kafka classes it as
-``retriable``. :meth:`KafkaError.for_code` picks the most specific subclass, so
-callers can write ``except TopicAlreadyExistsError`` or test ``err.name``.
+broker's ``message`` when it sent one, and Kafka's two flags: ``retriable``
+(sending again may work) and ``invalid_metadata`` (refresh metadata first). The
+flags come from the table the broker uses, ``slog.core.kafka_errors``, so both
+sides agree on every code. :meth:`KafkaError.for_code` picks the most specific
+subclass, so callers can write ``except TopicAlreadyExistsError`` or compare
+``err.code`` with an ``ErrorCode`` member.
 
 Operations on several items (topics, partitions) raise the error of the first
 item that failed; ``errors`` on that exception maps *every* failed item to its
@@ -13,19 +16,25 @@ error and ``results`` holds what the call returned for the items that worked.
 Transport problems are not Kafka errors: :class:`BrokerUnavailableError` (no
 broker answered) and :class:`ConnectionClosedError` (a connection died) are
 ``ConnectionError`` subclasses. Client-side time limits raise
-:class:`KafkaTimeoutError`, a ``TimeoutError``.
+:class:`KafkaTimeoutError`, a ``TimeoutError``. An argument the client cannot
+use (a bad bootstrap address, offset spec or setting) raises
+:class:`InvalidArgumentError`, a ``ValueError``.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from slog.core.kafka_errors import error_name, invalid_metadata
+from slog.core.kafka_errors import retriable as is_retriable
 from slog.protocol.errors import ErrorCode
 
 __all__ = [
     "BrokerUnavailableError",
     "ConnectionClosedError",
     "DuplicateSequenceError",
+    "ErrorCode",
+    "InvalidArgumentError",
     "InvalidConfigError",
     "InvalidPartitionsError",
     "InvalidProducerEpochError",
@@ -42,22 +51,9 @@ __all__ = [
     "ProduceError",
     "TopicAlreadyExistsError",
     "UnknownTopicOrPartitionError",
+    "error_name",
+    "is_retriable",
 ]
-
-
-def error_name(code: int) -> str:
-    """Kafka's upper-case name for an error code (``UNKNOWN_ERROR_<n>`` if unknown)."""
-    try:
-        return ErrorCode(code).name.upper()
-    except ValueError:
-        return f"UNKNOWN_ERROR_{code}"
-
-
-def is_retriable(code: int) -> bool:
-    try:
-        return ErrorCode(code).retriable
-    except ValueError:
-        return False
 
 
 class KafkaError(Exception):
@@ -81,6 +77,7 @@ class KafkaError(Exception):
         self.name = error_name(self.code)
         self.message = message or ""
         self.retriable = is_retriable(self.code)
+        self.invalid_metadata = invalid_metadata(self.code)
         self.item = item
         self.errors: dict[str, KafkaError] = {}
         self.results: Any = None
@@ -176,6 +173,10 @@ class ProduceError(KafkaError):
     def __reduce__(self) -> tuple[Any, ...]:
         return (ProduceError, (self.code, self.message or None),
                 {"topic": self.topic, "partition": self.partition, "item": self.item})
+
+
+class InvalidArgumentError(ValueError):
+    """The caller passed an argument the client cannot use; nothing was sent."""
 
 
 class KafkaTimeoutError(TimeoutError):

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from slog.client.assignors import COOPERATIVE, Assignor
 from slog.client.cluster import ClusterClient
 from slog.client.connection import BrokerConnection
-from slog.client.errors import KafkaError, KafkaTimeoutError
+from slog.client.errors import InvalidArgumentError, KafkaError, KafkaTimeoutError
 from slog.client.group_requests import (
     COORDINATOR_MOVED,
     LOADING,
@@ -165,7 +165,7 @@ class ConsumerGroup:
                  auto_commit_interval_ms: int, retry_backoff_ms: int,
                  request_timeout_ms: int, metadata_max_age_ms: int):
         if not assignors:
-            raise ValueError("at least one partition assignment strategy is needed")
+            raise InvalidArgumentError("at least one partition assignment strategy is needed")
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self._cluster = cluster

@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from slog.client.cluster import ClusterClient
-from slog.client.errors import KafkaError, LeaderNotAvailableError, raise_for_items
+from slog.client.errors import (
+    InvalidArgumentError,
+    KafkaError,
+    LeaderNotAvailableError,
+    raise_for_items,
+)
 from slog.client.types import OffsetAndTimestamp, TopicPartition
 from slog.protocol.apis import ApiKey
 
@@ -37,10 +42,10 @@ def spec_timestamp(spec: OffsetSpec) -> int:
         try:
             return SPEC_NAMES[spec.lower()]
         except KeyError:
-            raise ValueError(f"offset spec must be earliest, latest, max_timestamp or a "
-                             f"timestamp in ms, not {spec!r}") from None
+            raise InvalidArgumentError(f"offset spec must be earliest, latest, max_timestamp or a "
+                                       f"timestamp in ms, not {spec!r}") from None
     if spec < MAX_TIMESTAMP:
-        raise ValueError(f"bad timestamp {spec}")
+        raise InvalidArgumentError(f"bad timestamp {spec}")
     return int(spec)
 
 

@@ -31,7 +31,7 @@ from slog.client.accumulator import (
     RecordAccumulator,
 )
 from slog.client.cluster import ClusterClient, client_tls
-from slog.client.errors import KafkaError, KafkaTimeoutError
+from slog.client.errors import InvalidArgumentError, KafkaError, KafkaTimeoutError
 from slog.client.partitioner import StickyPartitioner, key_partition
 from slog.client.sender import Sender
 from slog.client.types import ClusterMetadata
@@ -49,7 +49,7 @@ def _parse_acks(acks: Acks | int | str) -> int:
     value = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(acks, acks) if isinstance(acks, str) \
         else acks
     if value not in (-1, 0, 1):
-        raise ValueError(f"acks must be 'all', -1, 0 or 1, not {acks!r}")
+        raise InvalidArgumentError(f"acks must be 'all', -1, 0 or 1, not {acks!r}")
     return int(value)
 
 
@@ -91,12 +91,12 @@ class Producer:
         if enable_idempotence is None:
             enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT
         elif enable_idempotence and self.acks != -1:
-            raise ValueError("enable_idempotence requires acks='all'")
+            raise InvalidArgumentError("enable_idempotence requires acks='all'")
         if enable_idempotence and max_in_flight > MAX_IDEMPOTENT_IN_FLIGHT:
-            raise ValueError(f"enable_idempotence allows at most {MAX_IDEMPOTENT_IN_FLIGHT} "
-                             "requests in flight")
+            raise InvalidArgumentError(f"enable_idempotence allows at most "
+                                       f"{MAX_IDEMPOTENT_IN_FLIGHT} requests in flight")
         if batch_size <= 0 or max_in_flight <= 0:
-            raise ValueError("batch_size and max_in_flight must be positive")
+            raise InvalidArgumentError("batch_size and max_in_flight must be positive")
         self.idempotent = enable_idempotence
         self._max_block_s = max_block_ms / 1000
         self._retry_backoff_s = retry_backoff_ms / 1000
@@ -158,8 +158,8 @@ class Producer:
         elif not 0 <= partition < count:
             count = self._partition_count(topic, refresh=True)
             if not 0 <= partition < count:
-                raise ValueError(f"partition {partition} of {topic!r} does not exist "
-                                 f"(it has partitions 0..{count - 1})")
+                raise InvalidArgumentError(f"partition {partition} of {topic!r} does not exist "
+                                           f"(it has partitions 0..{count - 1})")
         # str keys and values too: the accumulator encodes them on its slow path.
         return self._accumulator.append(topic, partition, key, value, headers,  # type: ignore[arg-type]
                                         timestamp_ms, on_delivery)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from slog.client.errors import InvalidArgumentError
 from slog.client.types import TopicPartition
 
 
@@ -59,12 +60,12 @@ class SubscriptionState:
     def _required(self, tp: TopicPartition) -> PartitionState:
         state = self._states.get(TopicPartition(*tp))
         if state is None:
-            raise ValueError(f"partition {tp} is not assigned to this consumer")
+            raise InvalidArgumentError(f"partition {tp} is not assigned to this consumer")
         return state
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         if offset < 0:
-            raise ValueError(f"cannot seek to negative offset {offset}")
+            raise InvalidArgumentError(f"cannot seek to negative offset {offset}")
         state = self._required(tp)
         state.position = state.fetch_position = offset
         state.reset_strategy = None

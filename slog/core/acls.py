@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 from enum import IntEnum
 from typing import Any
 
+from slog.core.errors import SlogError
+
 WILDCARD = "*"
 CLUSTER_NAME = "kafka-cluster"
 
@@ -60,7 +62,7 @@ class Permission(IntEnum):
     ALLOW = 3
 
 
-class AclError(ValueError):
+class AclError(SlogError, ValueError):
     """A binding that cannot be stored (unknown enum, bad principal...)."""
 
 

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 
+from slog.core.errors import SlogError
 
-class ConfigError(ValueError):
+
+class ConfigError(SlogError, ValueError):
     """An unknown config name or an unacceptable value."""
 
 

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from slog.core.errors import SlogError
 from slog.core.names import DataDirLayout
 from slog.core.scram import SCRAM_SHA_256, ScramCredential
 
@@ -34,7 +35,7 @@ MAX_USER_NAME = 256
 FILE_MODE = 0o600
 
 
-class CredentialsError(ValueError):
+class CredentialsError(SlogError, ValueError):
     """A bad user name or an unreadable credentials file."""
 
 

@@ -12,9 +12,10 @@ lazily when they surface. Pure and clock-free: callers pass ``now``.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -74,3 +75,41 @@ class DueSchedule(Generic[K]):
         if len(self._heap) > 64 and len(self._heap) > 4 * len(self._deadline):
             self._heap = [(at, next(self._order), key) for key, at in self._deadline.items()]
             heapq.heapify(self._heap)
+
+
+class WakingDueSchedule(DueSchedule[K]):
+    """A DueSchedule whose timer task sleeps until the earliest deadline instead of
+    ticking: an idle broker's timers used to wake dozens of times a second to find
+    nothing due. Scheduling something sooner than the planned wake-up wakes it.
+
+    ``clock`` gives the time in the unit of the deadlines (ms); ``granularity_s``
+    is the shortest sleep (deadlines are met within it, and a wake-up waits that
+    long to batch what else comes); ``idle_s`` the longest, for work the owner does
+    on every wake-up whatever is due.
+    """
+
+    def __init__(self, clock: Callable[[], float], granularity_s: float, idle_s: float):
+        super().__init__()
+        self._clock = clock
+        self._granularity_s = granularity_s
+        self._idle_s = idle_s
+        self._wakeup = asyncio.Event()
+        self._next_wake = 0.0
+
+    def schedule(self, key: K, at: float) -> None:
+        super().schedule(key, at)
+        if at < self._next_wake:
+            self._wakeup.set()
+
+    async def sleep_until_due(self) -> None:
+        now = self._clock()
+        earliest = self.next_deadline()
+        delay_s = self._idle_s if earliest is None else \
+            min(self._idle_s, max(self._granularity_s, (earliest - now) / 1000))
+        self._next_wake = now + delay_s * 1000
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), delay_s)
+        except TimeoutError:
+            return
+        await asyncio.sleep(self._granularity_s)

@@ -23,7 +23,7 @@ class SequenceCheck(Enum):
     NEW = "new"
     DUPLICATE = "duplicate"
     OUT_OF_ORDER = "out_of_order_sequence"
-    FENCED_EPOCH = "invalid_producer_epoch"
+    FENCED_EPOCH = "fenced_epoch"
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ import secrets
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
+from slog.core.errors import SlogError
+
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 PLAIN = "PLAIN"
 MECHANISMS = (PLAIN, SCRAM_SHA_256)
@@ -31,7 +33,7 @@ MAX_TOKEN_BYTES = 8192  # a SASL token larger than this is hostile
 _GS2_HEADER = "n,,"
 
 
-class SaslError(Exception):
+class SaslError(SlogError):
     """Authentication failed or a SASL message was malformed."""
 
 

@@ -14,6 +14,8 @@ import struct
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
+from slog.core.errors import SlogError
+
 T = TypeVar("T")
 
 _I16 = struct.Struct(">h")
@@ -21,7 +23,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-class WireFormatError(ValueError):
+class WireFormatError(SlogError, ValueError):
     """Bytes that do not parse as the expected Kafka structure."""
 
 

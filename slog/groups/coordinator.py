@@ -23,19 +23,18 @@ socket or a file: persistence goes through :class:`GroupMetadataManager`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE
-from slog.core.due import DueSchedule
+from slog.core.due import WakingDueSchedule
+from slog.core.kafka_errors import ErrorCode
 from slog.groups.group import GroupMetadata, GroupState, GroupSummary
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import (
     UNKNOWN_MEMBER_ID,
-    Errors,
     JoinCallback,
     JoinResult,
     MemberMetadata,
@@ -52,9 +51,10 @@ from slog.groups.requests import (
 
 log = logging.getLogger("slog.groups")
 
-TICK_S = 0.05
+TICK_S = 0.05  # the timer's granularity: deadlines are met within it
+IDLE_TICK_S = 1.0  # with nothing due, still look this often (ownership, offset retention)
 DEAD_SUMMARY = GroupSummary(GroupState.DEAD.value, "", "", ())
-CommitCallback = Callable[[dict[TopicPartition, Errors]], None]
+CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
 
 
 @dataclass(frozen=True)
@@ -91,35 +91,35 @@ class GroupCoordinator:
         # Groups by when expire() must look at them next: the earliest of their
         # member, pending-member, join and sync deadlines, or at once after a request
         # touched them. Groups with nothing due cost nothing per tick.
-        self._due: DueSchedule[str] = DueSchedule()
+        self._due: WakingDueSchedule[str] = WakingDueSchedule(clock, TICK_S, IDLE_TICK_S)
         manager.on_loaded = self._on_group_loaded
         manager.on_unloaded = self._on_group_unloaded
 
     # ================================================================== validation
     def _validate_group_status(self, group_id: str | None, *, allow_empty: bool = False
-                               ) -> Errors | None:
+                               ) -> ErrorCode | None:
         """Kafka's validateGroupStatus. Offset and admin APIs accept "" as a group id."""
         if group_id is None or (group_id == "" and not allow_empty):
-            return Errors.INVALID_GROUP_ID
+            return ErrorCode.invalid_group_id
         self._wake(group_id)  # whatever the request changes, the next tick looks at it
         if self.manager.is_loading(group_id):
-            return Errors.COORDINATOR_LOAD_IN_PROGRESS
+            return ErrorCode.coordinator_load_in_progress
         if not self.manager.owns(group_id):
-            return Errors.NOT_COORDINATOR
+            return ErrorCode.not_coordinator
         return None
 
     @staticmethod
     def _validate_current_member(group: GroupMetadata, member_id: str,
-                                 group_instance_id: str | None) -> Errors | None:
+                                 group_instance_id: str | None) -> ErrorCode | None:
         """The instance id (if any) maps to ``member_id``, and the member exists."""
         if group_instance_id is not None:
             current = group.current_static_member_id(group_instance_id)
             if current is None:
-                return Errors.UNKNOWN_MEMBER_ID
+                return ErrorCode.unknown_member_id
             if current != member_id:
-                return Errors.FENCED_INSTANCE_ID
+                return ErrorCode.fenced_instance_id
         if not group.has(member_id):
-            return Errors.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         return None
 
     # ================================================================== JoinGroup
@@ -131,19 +131,19 @@ class GroupCoordinator:
             return
         if not self.config.min_session_timeout_ms <= request.session_timeout_ms <= \
                 self.config.max_session_timeout_ms:
-            callback(JoinResult(member_id, Errors.INVALID_SESSION_TIMEOUT))
+            callback(JoinResult(member_id, ErrorCode.invalid_session_timeout))
             return
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.manager.get(request.group_id)
         if group is None:
             if not is_unknown:
-                callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
+                callback(JoinResult(member_id, ErrorCode.unknown_member_id))
                 return
             group = self.manager.get_or_create(request.group_id)
         if not self._accept_joining_member(group, member_id):
             if group.has(member_id):  # a member that had not rejoined: the group shrinks
                 self._evict(group, group.get(member_id))
-            callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.GROUP_MAX_SIZE_REACHED))
+            callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.group_max_size_reached))
         elif is_unknown:
             self._do_new_member_join(group, request, callback)
         else:
@@ -163,11 +163,11 @@ class GroupCoordinator:
     def _do_new_member_join(self, group: GroupMetadata, request: JoinGroupRequest,
                             callback: JoinCallback) -> None:
         if group.is_(GroupState.DEAD):
-            callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.COORDINATOR_NOT_AVAILABLE))
+            callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.coordinator_not_available))
             return
         if not group.supports_protocols(request.protocol_type,
                                         (n for n, _ in request.protocols)):
-            callback(JoinResult(UNKNOWN_MEMBER_ID, Errors.INCONSISTENT_GROUP_PROTOCOL))
+            callback(JoinResult(UNKNOWN_MEMBER_ID, ErrorCode.inconsistent_group_protocol))
             return
         instance_id = request.group_instance_id
         new_id = group.generate_member_id(request.client_id, instance_id)
@@ -183,7 +183,7 @@ class GroupCoordinator:
             # JoinGroup v4+: hand out the id first, admit the member when it comes back.
             group.pending_members[new_id] = self._clock() + request.session_timeout_ms
             self._wake(group.group_id)
-            callback(JoinResult(new_id, Errors.MEMBER_ID_REQUIRED))
+            callback(JoinResult(new_id, ErrorCode.member_id_required))
             return
         self._add_member_and_rebalance(group, new_id, request, callback)
 
@@ -191,14 +191,14 @@ class GroupCoordinator:
                                 callback: JoinCallback) -> None:
         member_id, protocols = request.member_id, request.protocols
         if group.is_(GroupState.DEAD):
-            callback(JoinResult(member_id, Errors.COORDINATOR_NOT_AVAILABLE))
+            callback(JoinResult(member_id, ErrorCode.coordinator_not_available))
             return
         if not group.supports_protocols(request.protocol_type, (n for n, _ in protocols)):
-            callback(JoinResult(member_id, Errors.INCONSISTENT_GROUP_PROTOCOL))
+            callback(JoinResult(member_id, ErrorCode.inconsistent_group_protocol))
             return
         if member_id in group.pending_members:
             if request.group_instance_id is not None:  # pending members are never static
-                callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
+                callback(JoinResult(member_id, ErrorCode.unknown_member_id))
                 return
             self._add_member_and_rebalance(group, member_id, request, callback)
             return
@@ -224,12 +224,12 @@ class GroupCoordinator:
             else:
                 callback(self._join_result(group, member_id, with_members=False))
         else:  # Empty with a member id we no longer know: start over
-            callback(JoinResult(member_id, Errors.UNKNOWN_MEMBER_ID))
+            callback(JoinResult(member_id, ErrorCode.unknown_member_id))
 
     def _join_result(self, group: GroupMetadata, member_id: str, *, with_members: bool = True
                      ) -> JoinResult:
         leader = group.is_leader(member_id) and with_members
-        return JoinResult(member_id, Errors.NONE, group.generation_id, group.protocol_type,
+        return JoinResult(member_id, ErrorCode.none, group.generation_id, group.protocol_type,
                           group.protocol_name, group.leader_id or "",
                           members=group.current_member_metadata() if leader else ())
 
@@ -261,7 +261,7 @@ class GroupCoordinator:
         # A JoinGroup superseded by a newer one of the same member still gets an
         # answer (its connection is likely gone); REBALANCE_IN_PROGRESS just rejoins.
         group.invoke_join_callback(member, JoinResult(member.member_id,
-                                                      Errors.REBALANCE_IN_PROGRESS))
+                                                      ErrorCode.rebalance_in_progress))
         member.join_callback = callback
 
     def _update_static_member_and_rebalance(
@@ -283,8 +283,8 @@ class GroupCoordinator:
             # rebalance. The new member id is persisted first so a failover keeps it.
             generation = group.generation_id
 
-            def stored(error: Errors) -> None:
-                if error is not Errors.NONE:
+            def stored(error: ErrorCode) -> None:
+                if error is not ErrorCode.none:
                     member.join_callback = None
                     group.update_member(member, old[0], old[1], old[2])
                     restored = group.replace_static_member(group_instance_id, new_id, old_id)
@@ -295,7 +295,7 @@ class GroupCoordinator:
                     return
                 leads = support_skip_assignment and group.is_leader(new_id)
                 group.invoke_join_callback(member, JoinResult(
-                    new_id, Errors.NONE, generation, group.protocol_type, group.protocol_name,
+                    new_id, ErrorCode.none, generation, group.protocol_type, group.protocol_name,
                     (group.leader_id or "") if support_skip_assignment else current_leader,
                     skip_assignment=leads,
                     members=group.current_member_metadata() if leads else ()))
@@ -317,7 +317,7 @@ class GroupCoordinator:
 
     def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, Errors.REBALANCE_IN_PROGRESS)
+            self._reset_and_propagate_assignment_error(group, ErrorCode.rebalance_in_progress)
         group.sync_deadline_ms = None
         was_empty = group.is_(GroupState.EMPTY)
         group.transition_to(GroupState.PREPARING_REBALANCE, self._wall())
@@ -394,21 +394,21 @@ class GroupCoordinator:
         self._wake(group.group_id)
 
     @staticmethod
-    def _log_store_error(group: GroupMetadata) -> Callable[[Errors], None]:
-        def done(error: Errors) -> None:
-            if error is not Errors.NONE:
-                log.warning("could not store group %s: %s", group.group_id, error.value)
+    def _log_store_error(group: GroupMetadata) -> Callable[[ErrorCode], None]:
+        def done(error: ErrorCode) -> None:
+            if error is not ErrorCode.none:
+                log.warning("could not store group %s: %s", group.group_id, error.name)
         return done
 
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: Errors) -> None:
+    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             member.assignment = b""
         self._propagate_assignment(group, error)
 
-    def _propagate_assignment(self, group: GroupMetadata, error: Errors) -> None:
+    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
         for member in group.members.values():
             result = SyncResult(error, group.protocol_type, group.protocol_name,
-                                member.assignment if error is Errors.NONE else b"")
+                                member.assignment if error is ErrorCode.none else b"")
             if group.invoke_sync_callback(member, result):
                 # The member just heard from us; its session restarts now.
                 self._schedule_heartbeat(group, member)
@@ -416,8 +416,8 @@ class GroupCoordinator:
     def _evict(self, group: GroupMetadata, member: MemberMetadata) -> None:
         """Remove a member, answering whatever it still waits for."""
         group.invoke_join_callback(member, JoinResult(UNKNOWN_MEMBER_ID,
-                                                      Errors.UNKNOWN_MEMBER_ID))
-        group.invoke_sync_callback(member, SyncResult(Errors.UNKNOWN_MEMBER_ID))
+                                                      ErrorCode.unknown_member_id))
+        group.invoke_sync_callback(member, SyncResult(ErrorCode.unknown_member_id))
         group.remove(member.member_id)
 
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata,
@@ -439,17 +439,17 @@ class GroupCoordinator:
     def handle_sync_group(self, request: SyncGroupRequest, callback: SyncCallback) -> None:
         member_id = request.member_id
         error = self._validate_group_status(request.group_id)
-        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
+        if error is ErrorCode.coordinator_load_in_progress:
             # The rebalance's state is gone with the old coordinator; rejoining is the
             # way on, and older clients do not expect LOAD_IN_PROGRESS here.
-            callback(SyncResult(Errors.REBALANCE_IN_PROGRESS))
+            callback(SyncResult(ErrorCode.rebalance_in_progress))
             return
         if error is not None:
             callback(SyncResult(error))
             return
         group = self.manager.get(request.group_id)
         if group is None:
-            callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
+            callback(SyncResult(ErrorCode.unknown_member_id))
             return
         error = self._validate_sync(group, request)
         if error is not None:
@@ -457,12 +457,12 @@ class GroupCoordinator:
             return
         state = group.state
         if state is GroupState.EMPTY:
-            callback(SyncResult(Errors.UNKNOWN_MEMBER_ID))
+            callback(SyncResult(ErrorCode.unknown_member_id))
         elif state is GroupState.PREPARING_REBALANCE:
-            callback(SyncResult(Errors.REBALANCE_IN_PROGRESS))
+            callback(SyncResult(ErrorCode.rebalance_in_progress))
         elif state is GroupState.COMPLETING_REBALANCE:
             member = group.get(member_id)
-            group.invoke_sync_callback(member, SyncResult(Errors.REBALANCE_IN_PROGRESS))
+            group.invoke_sync_callback(member, SyncResult(ErrorCode.rebalance_in_progress))
             member.sync_callback = callback
             self._remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
@@ -470,11 +470,11 @@ class GroupCoordinator:
         elif state is GroupState.STABLE:
             self._remove_pending_sync_member(group, member_id)
             member = group.get(member_id)
-            callback(SyncResult(Errors.NONE, group.protocol_type, group.protocol_name,
+            callback(SyncResult(ErrorCode.none, group.protocol_type, group.protocol_name,
                                 member.assignment))
             self._schedule_heartbeat(group, member)
 
-    def _validate_sync(self, group: GroupMetadata, request: SyncGroupRequest) -> Errors | None:
+    def _validate_sync(self, group: GroupMetadata, request: SyncGroupRequest) -> ErrorCode | None:
         error = self._validate_generation_member(group, request.member_id,
                                                  request.group_instance_id,
                                                  request.generation_id)
@@ -482,22 +482,22 @@ class GroupCoordinator:
             return error
         protocol_type, protocol_name = request.protocol_type, request.protocol_name
         if protocol_type is not None and protocol_type != group.protocol_type:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
+            return ErrorCode.inconsistent_group_protocol
         if protocol_name is not None and protocol_name != group.protocol_name:
-            return Errors.INCONSISTENT_GROUP_PROTOCOL
+            return ErrorCode.inconsistent_group_protocol
         return None
 
     def _validate_generation_member(self, group: GroupMetadata, member_id: str,
                                     group_instance_id: str | None, generation_id: int
-                                    ) -> Errors | None:
+                                    ) -> ErrorCode | None:
         """A live group, a current member, and the group's generation."""
         if group.is_(GroupState.DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         error = self._validate_current_member(group, member_id, group_instance_id)
         if error is not None:
             return error
         if generation_id != group.generation_id:
-            return Errors.ILLEGAL_GENERATION
+            return ErrorCode.illegal_generation
         return None
 
     def _store_assignment(self, group: GroupMetadata, leader_id: str,
@@ -508,19 +508,19 @@ class GroupCoordinator:
         assignment = {m: bytes(assignments.get(m, b"")) for m in group.members}
         generation = group.generation_id
 
-        def stored(error: Errors) -> None:
+        def stored(error: ErrorCode) -> None:
             # A member may have joined meanwhile: act only if nothing moved on.
             if not (group.is_(GroupState.COMPLETING_REBALANCE)
                     and group.generation_id == generation):
                 return
-            if error is not Errors.NONE:
+            if error is not ErrorCode.none:
                 self._reset_and_propagate_assignment_error(group, error)
                 self._maybe_prepare_rebalance(group, "storing the assignment failed")
                 return
             for member_id, data in assignment.items():
                 if group.has(member_id):
                     group.get(member_id).assignment = data
-            self._propagate_assignment(group, Errors.NONE)
+            self._propagate_assignment(group, ErrorCode.none)
             group.transition_to(GroupState.STABLE, self._wall())
 
         self.manager.store_group(group, assignment, stored)
@@ -531,29 +531,29 @@ class GroupCoordinator:
             group.sync_deadline_ms = None
 
     # ================================================================== Heartbeat / LeaveGroup
-    def handle_heartbeat(self, request: HeartbeatRequest) -> Errors:
+    def handle_heartbeat(self, request: HeartbeatRequest) -> ErrorCode:
         error = self._validate_group_status(request.group_id)
-        if error is Errors.COORDINATOR_LOAD_IN_PROGRESS:
-            return Errors.NONE  # the group is being loaded: answer blindly, as Kafka does
+        if error is ErrorCode.coordinator_load_in_progress:
+            return ErrorCode.none  # the group is being loaded: answer blindly, as Kafka does
         if error is not None:
             return error
         group = self.manager.get(request.group_id)
         if group is None:
-            return Errors.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         error = self._validate_generation_member(group, request.member_id,
                                                  request.group_instance_id,
                                                  request.generation_id)
         if error is not None:
             return error
         if group.is_(GroupState.EMPTY):
-            return Errors.UNKNOWN_MEMBER_ID
+            return ErrorCode.unknown_member_id
         self._schedule_heartbeat(group, group.get(request.member_id))
         if group.is_(GroupState.PREPARING_REBALANCE):
-            return Errors.REBALANCE_IN_PROGRESS
-        return Errors.NONE
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
 
     def handle_leave_group(self, group_id: str, leaving: Sequence[tuple[str, str | None]]
-                           ) -> tuple[Errors, list[Errors]]:
+                           ) -> tuple[ErrorCode, list[ErrorCode]]:
         """``leaving``: (member id, group instance id); an empty member id with an
         instance id removes that static member (the admin path)."""
         error = self._validate_group_status(group_id)
@@ -561,22 +561,22 @@ class GroupCoordinator:
             return error, []
         group = self.manager.get(group_id)
         if group is None:
-            return Errors.NONE, [Errors.UNKNOWN_MEMBER_ID for _ in leaving]
+            return ErrorCode.none, [ErrorCode.unknown_member_id for _ in leaving]
         if group.is_(GroupState.DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE, []
-        return Errors.NONE, [self._leave_one(group, m, i) for m, i in leaving]
+            return ErrorCode.coordinator_not_available, []
+        return ErrorCode.none, [self._leave_one(group, m, i) for m, i in leaving]
 
     def _leave_one(self, group: GroupMetadata, member_id: str, instance_id: str | None
-                   ) -> Errors:
+                   ) -> ErrorCode:
         if member_id == UNKNOWN_MEMBER_ID:
             current = group.current_static_member_id(instance_id)
             if current is None:
-                return Errors.UNKNOWN_MEMBER_ID
+                return ErrorCode.unknown_member_id
             member_id = current
         elif member_id in group.pending_members:
             del group.pending_members[member_id]
             self._try_complete_join(group)
-            return Errors.NONE
+            return ErrorCode.none
         else:
             error = self._validate_current_member(group, member_id, instance_id)
             if error is not None:
@@ -584,14 +584,14 @@ class GroupCoordinator:
         member = group.get(member_id)
         log.info("member %s is leaving group %s", member_id, group.group_id)
         self._remove_member_and_update_group(group, member, f"member {member_id} left")
-        return Errors.NONE
+        return ErrorCode.none
 
     # ================================================================== offsets
     def handle_commit_offsets(self, request: OffsetCommitRequest,
                               callback: CommitCallback) -> None:
         offsets = request.offsets
 
-        def fail(error: Errors) -> None:
+        def fail(error: ErrorCode) -> None:
             callback(dict.fromkeys(offsets, error))
 
         error = self._validate_group_status(request.group_id, allow_empty=True)
@@ -601,7 +601,7 @@ class GroupCoordinator:
         group = self.manager.get(request.group_id)
         if group is None:
             if request.generation_id >= 0:
-                fail(Errors.ILLEGAL_GENERATION)  # a member of a generation we never had
+                fail(ErrorCode.illegal_generation)  # a member of a generation we never had
                 return
             # Not using group management, just storing offsets (assign() + commit()).
             group = self.manager.get_or_create(request.group_id)
@@ -610,23 +610,23 @@ class GroupCoordinator:
             fail(error)
         elif group.is_(GroupState.COMPLETING_REBALANCE):
             # A member of the new generation that has not synced yet.
-            fail(Errors.REBALANCE_IN_PROGRESS)
+            fail(ErrorCode.rebalance_in_progress)
         else:
             if group.has(request.member_id):
                 self._schedule_heartbeat(group, group.get(request.member_id))
             self._store_offsets(group, offsets, callback)
 
     def _validate_offset_commit(self, group: GroupMetadata, request: OffsetCommitRequest
-                                ) -> Errors | None:
+                                ) -> ErrorCode | None:
         if request.generation_id >= 0 or request.member_id != UNKNOWN_MEMBER_ID or \
                 request.group_instance_id is not None:
             return self._validate_generation_member(group, request.member_id,
                                                     request.group_instance_id,
                                                     request.generation_id)
         if group.is_(GroupState.DEAD):
-            return Errors.COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.coordinator_not_available
         if not group.is_(GroupState.EMPTY):
-            return Errors.UNKNOWN_MEMBER_ID  # only members may commit for an active group
+            return ErrorCode.unknown_member_id  # only members may commit for an active group
         return None
 
     def _store_offsets(self, group: GroupMetadata,
@@ -634,19 +634,19 @@ class GroupCoordinator:
                        callback: CommitCallback) -> None:
         limit = self.config.offset_metadata_max_bytes
         valid = {tp: v for tp, v in offsets.items() if len(v.metadata.encode()) <= limit}
-        status = dict.fromkeys(offsets, Errors.OFFSET_METADATA_TOO_LARGE)
+        status = dict.fromkeys(offsets, ErrorCode.offset_metadata_too_large)
         if not valid:
             callback(status)
             return
 
-        def stored(error: Errors) -> None:
+        def stored(error: ErrorCode) -> None:
             status.update(dict.fromkeys(valid, error))
             callback(status)
 
         self.manager.store_offsets(group, valid, stored)
 
     def handle_fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
-                             ) -> tuple[Errors, dict[TopicPartition, OffsetAndMetadata | None]]:
+                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets regardless of the group's state (standalone consumers use
         this too); None for a partition without one. ``partitions=None``: all of them."""
         error = self._validate_group_status(group_id, allow_empty=True)
@@ -654,30 +654,31 @@ class GroupCoordinator:
             return error, {}
         group = self.manager.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return Errors.NONE, dict.fromkeys(partitions or ())
+            return ErrorCode.none, dict.fromkeys(partitions or ())
         wanted = list(group.offsets.committed) if partitions is None else list(partitions)
-        return Errors.NONE, {tp: group.offsets.get(tp) for tp in wanted}
+        return ErrorCode.none, {tp: group.offsets.get(tp) for tp in wanted}
 
     # ================================================================== admin
-    def handle_describe_group(self, group_id: str) -> tuple[Errors, GroupSummary]:
+    def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
         error = self._validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, DEAD_SUMMARY
         group = self.manager.get(group_id)
-        return Errors.NONE, DEAD_SUMMARY if group is None else group.summary()
+        return ErrorCode.none, DEAD_SUMMARY if group is None else group.summary()
 
     def handle_list_groups(self, states: Iterable[str] = ()
-                           ) -> tuple[Errors, list[tuple[str, str, str]]]:
+                           ) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
         """(group id, protocol type, state) of every group here, optionally by state."""
         wanted = {s.lower() for s in states}
-        error = Errors.COORDINATOR_LOAD_IN_PROGRESS if self.manager.any_loading else Errors.NONE
+        error = ErrorCode.coordinator_load_in_progress if self.manager.any_loading \
+            else ErrorCode.none
         return error, [(g.group_id, g.protocol_type or "", g.state.value)
                        for g in self.manager.all_groups()
                        if not g.is_(GroupState.DEAD)
                        and (not wanted or g.state.value.lower() in wanted)]
 
-    def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, Errors]:
-        errors: dict[str, Errors] = {}
+    def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
+        errors: dict[str, ErrorCode] = {}
         doomed = []
         for group_id in group_ids:
             error = self._validate_group_status(group_id, allow_empty=True)
@@ -685,37 +686,37 @@ class GroupCoordinator:
             if error is not None:
                 errors[group_id] = error
             elif group is None or group.is_(GroupState.DEAD):
-                errors[group_id] = Errors.GROUP_ID_NOT_FOUND
+                errors[group_id] = ErrorCode.group_id_not_found
             elif group.is_(GroupState.EMPTY):
                 group.transition_to(GroupState.DEAD, self._wall())
                 doomed.append(group)
-                errors[group_id] = Errors.NONE
+                errors[group_id] = ErrorCode.none
             else:
-                errors[group_id] = Errors.NON_EMPTY_GROUP
+                errors[group_id] = ErrorCode.non_empty_group
         if doomed:
             self.manager.cleanup(doomed, lambda g: g.offsets.remove(list(g.offsets.committed)))
         return errors
 
     def handle_delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
-                              ) -> tuple[Errors, dict[TopicPartition, Errors]]:
+                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         error = self._validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, {}
         group = self.manager.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
-            return Errors.GROUP_ID_NOT_FOUND, {}
+            return ErrorCode.group_id_not_found, {}
         if group.is_(GroupState.EMPTY):
             eligible, errors = list(partitions), {}
         elif group.protocol_type == PROTOCOL_TYPE:
-            errors = {tp: Errors.GROUP_SUBSCRIBED_TO_TOPIC for tp in partitions
+            errors = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
                       if group.is_subscribed_to_topic(tp[0])}
             eligible = [tp for tp in partitions if tp not in errors]
         else:
-            return Errors.NON_EMPTY_GROUP, {}
+            return ErrorCode.non_empty_group, {}
         if eligible:
             self.manager.cleanup([group], lambda g: g.offsets.remove(eligible))
-            errors.update(dict.fromkeys(eligible, Errors.NONE))
-        return Errors.NONE, errors
+            errors.update(dict.fromkeys(eligible, ErrorCode.none))
+        return ErrorCode.none, errors
 
     # ================================================================== loading
     def _on_group_loaded(self, group: GroupMetadata) -> None:
@@ -728,8 +729,8 @@ class GroupCoordinator:
         for member in group.members.values():
             if previous is GroupState.PREPARING_REBALANCE:
                 group.invoke_join_callback(member, JoinResult(member.member_id,
-                                                              Errors.NOT_COORDINATOR))
-            group.invoke_sync_callback(member, SyncResult(Errors.NOT_COORDINATOR))
+                                                              ErrorCode.not_coordinator))
+            group.invoke_sync_callback(member, SyncResult(ErrorCode.not_coordinator))
 
     # ================================================================== time
     def expire(self) -> None:
@@ -835,7 +836,7 @@ class GroupCoordinator:
     async def run(self) -> None:
         """The broker's timer task."""
         while True:
-            await asyncio.sleep(TICK_S)
+            await self._due.sleep_until_due()
             try:
                 self.expire()
             except Exception:

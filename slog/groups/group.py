@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE, WireFormatError, decode_subscription
+from slog.core.errors import SlogError
+from slog.core.kafka_errors import ErrorCode
 from slog.groups.member import (
-    Errors,
     JoinedMember,
     JoinResult,
     MemberMetadata,
@@ -50,7 +51,7 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
-class IllegalStateTransition(RuntimeError):
+class IllegalStateTransition(SlogError, RuntimeError):
     pass
 
 
@@ -171,8 +172,8 @@ class GroupMetadata:
         """A static member came back with a new member id: keep its place and assignment."""
         member = self.members.pop(old_id)
         # The old incarnation's pending requests are answered: it has been fenced.
-        self.invoke_join_callback(member, JoinResult(old_id, Errors.FENCED_INSTANCE_ID))
-        self.invoke_sync_callback(member, SyncResult(Errors.FENCED_INSTANCE_ID))
+        self.invoke_join_callback(member, JoinResult(old_id, ErrorCode.fenced_instance_id))
+        self.invoke_sync_callback(member, SyncResult(ErrorCode.fenced_instance_id))
         member.member_id = new_id
         self.members[new_id] = member
         if self.is_leader(old_id):

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from slog.core.errors import CorruptRecordError
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.records import BatchBuilder, iter_decoded_batches
 from slog.groups.group import GroupMetadata, GroupState
-from slog.groups.member import Errors, MemberMetadata
+from slog.groups.member import MemberMetadata
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 from slog.groups.placement import partition_for
 from slog.groups.records import (
@@ -43,12 +44,8 @@ log = logging.getLogger("slog.groups")
 Record = tuple[bytes, bytes | None]  # key, value (None: tombstone)
 
 
-class StoreError(Exception):
-    """An append to __consumer_offsets failed; ``error`` is what the client is told."""
-
-    def __init__(self, error: Errors, message: str = ""):
-        super().__init__(message or error.value)
-        self.error = error
+class StoreError(KafkaApiError):
+    """An append to __consumer_offsets failed; ``code`` is what the client is told."""
 
 
 class OffsetsLog(Protocol):
@@ -256,7 +253,7 @@ class GroupMetadataManager:
 
     # -- writes ---------------------------------------------------------------------------
     def _append(self, group_id: str, records: Iterable[Record],
-                done: Callable[[Errors, int], None]) -> None:
+                done: Callable[[ErrorCode, int], None]) -> None:
         """Append records for ``group_id`` and call ``done(error, last offset)`` once they
         are committed (at once when that is already true)."""
         partition = self.partition_for(group_id)
@@ -267,42 +264,42 @@ class GroupMetadataManager:
         try:
             last = self.log.append(partition, builder.build())
         except StoreError as exc:
-            done(exc.error, -1)
+            done(exc.code, -1)
             return
         if self.log.is_committed(partition, last):  # one replica: at once
-            done(Errors.NONE, last)
+            done(ErrorCode.none, last)
             return
 
         async def wait() -> None:
             try:
                 await self.log.wait_committed(partition, last)
             except StoreError as exc:
-                done(exc.error, last)
+                done(exc.code, last)
             else:
-                done(Errors.NONE, last)
+                done(ErrorCode.none, last)
 
         task = asyncio.get_running_loop().create_task(wait())
         self._pending_writes.add(task)
         task.add_done_callback(self._pending_writes.discard)
 
     def store_group(self, group: GroupMetadata, assignment: Mapping[str, bytes],
-                    callback: Callable[[Errors], None]) -> None:
+                    callback: Callable[[ErrorCode], None]) -> None:
         value = group_value(group, assignment, self._wall_ms())
         self._append(group.group_id, [(GroupKey(group.group_id).encode(),
                                        encode_group_value(value))],
                      lambda error, _offset: callback(error))
 
     def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition,
-                      OffsetAndMetadata], callback: Callable[[Errors], None]) -> None:
+                      OffsetAndMetadata], callback: Callable[[ErrorCode], None]) -> None:
         """Append the commits; they become visible in ``group.offsets`` on success."""
         records = [(OffsetKey(group.group_id, tp[0], tp[1]).encode(), encode_offset_value(v))
                    for tp, v in offsets.items()]
         group.offsets.prepare(offsets)
 
-        def done(error: Errors, last: int) -> None:
+        def done(error: ErrorCode, last: int) -> None:
             first = last - len(offsets) + 1
             for i, (tp, value) in enumerate(offsets.items()):
-                group.offsets.complete(tp, value, first + i, appended=error is Errors.NONE)
+                group.offsets.complete(tp, value, first + i, appended=error is ErrorCode.none)
             callback(error)
 
         self._append(group.group_id, records, done)

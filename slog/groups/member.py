@@ -1,40 +1,15 @@
 """A group member (Kafka's MemberMetadata) and the results handed back to members.
 
-Errors are Kafka's error names (``"unknown_member_id"``); the broker turns
-them into codes, so this package needs nothing from the wire protocol.
+Errors are members of Kafka's ``ErrorCode`` (``slog.core.kafka_errors``), which
+the broker copies into responses as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-
-class Errors(StrEnum):
-    """The Kafka errors the group coordinator answers with (kio ErrorCode names)."""
-
-    NONE = "none"
-    UNKNOWN_MEMBER_ID = "unknown_member_id"
-    ILLEGAL_GENERATION = "illegal_generation"
-    REBALANCE_IN_PROGRESS = "rebalance_in_progress"
-    MEMBER_ID_REQUIRED = "member_id_required"
-    GROUP_MAX_SIZE_REACHED = "group_max_size_reached"
-    FENCED_INSTANCE_ID = "fenced_instance_id"
-    INCONSISTENT_GROUP_PROTOCOL = "inconsistent_group_protocol"
-    INVALID_SESSION_TIMEOUT = "invalid_session_timeout"
-    COORDINATOR_LOAD_IN_PROGRESS = "coordinator_load_in_progress"
-    COORDINATOR_NOT_AVAILABLE = "coordinator_not_available"
-    NOT_COORDINATOR = "not_coordinator"
-    INVALID_GROUP_ID = "invalid_group_id"
-    GROUP_ID_NOT_FOUND = "group_id_not_found"
-    NON_EMPTY_GROUP = "non_empty_group"
-    GROUP_SUBSCRIBED_TO_TOPIC = "group_subscribed_to_topic"
-    OFFSET_METADATA_TOO_LARGE = "offset_metadata_too_large"
-    INVALID_COMMIT_OFFSET_SIZE = "invalid_commit_offset_size"
-    UNKNOWN_TOPIC_OR_PARTITION = "unknown_topic_or_partition"
-    REQUEST_TIMED_OUT = "request_timed_out"
-
+from slog.core.kafka_errors import ErrorCode
 
 UNKNOWN_MEMBER_ID = ""  # what a member sends before it has an id
 NO_GENERATION = -1
@@ -52,7 +27,7 @@ class JoinedMember:
 @dataclass(frozen=True)
 class JoinResult:
     member_id: str
-    error: Errors = Errors.NONE
+    error: ErrorCode = ErrorCode.none
     generation_id: int = NO_GENERATION
     protocol_type: str | None = None
     protocol_name: str | None = None
@@ -63,7 +38,7 @@ class JoinResult:
 
 @dataclass(frozen=True)
 class SyncResult:
-    error: Errors = Errors.NONE
+    error: ErrorCode = ErrorCode.none
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""

@@ -1,8 +1,9 @@
 """Kafka error codes and the exceptions the wire codec raises.
 
-`ErrorCode` is kio's enum, which follows Kafka's own numbering and names
-(lower-case: ``ErrorCode.unsupported_version == 35``). Re-exporting it keeps the
-rest of slog independent of where the enum lives.
+`ErrorCode` (kio's enum: Kafka's numbers and names, lower-case,
+``ErrorCode.unsupported_version == 35``) and `KafkaApiError` live in
+`slog.core.kafka_errors`, below every layer; they are re-exported here for the
+broker and the client, which speak the protocol.
 
 The exception hierarchy is deliberately small: the broker needs to tell apart
 "close the connection" (bad framing), "answer with an error" (unsupported
@@ -11,13 +12,13 @@ version) and "the request body is garbage" (malformed request).
 
 from __future__ import annotations
 
-from kio.schema.errors import ErrorCode
-
 from slog.core.errors import SlogError
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
 
 __all__ = [
     "ErrorCode",
     "FrameTooLargeError",
+    "KafkaApiError",
     "MalformedFrameError",
     "MalformedRequestError",
     "MalformedResponseError",

@@ -21,6 +21,8 @@ import ssl
 import tempfile
 from collections.abc import Iterator, Mapping
 
+from slog.core.errors import SlogError
+
 Chunk = bytes | bytearray | memoryview
 # Plaintext encrypted per step: TLS records are 16 KiB; this bounds the ciphertext
 # a connection holds at once, however large the response.
@@ -28,7 +30,7 @@ ENCRYPT_BATCH = 256 * 1024
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
-class TlsConfigError(ValueError):
+class TlsConfigError(SlogError, ValueError):
     """A TLS setting names a missing or unusable file, or is inconsistent."""
 
 

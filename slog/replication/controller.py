@@ -23,6 +23,7 @@ from slog.core.config import (
     validate_topic_configs,
 )
 from slog.core.errors import InvalidTopicError
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.listeners import Endpoint
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState
 from slog.core.metadata_log import MetadataLogWriter
@@ -40,7 +41,6 @@ from slog.core.metadata_records import (
     TopicRecord,
 )
 from slog.core.names import topic_collides, validate_topic_name
-from slog.protocol.errors import ErrorCode
 from slog.replication import elections, leader_balance, reassignment
 from slog.replication.placement import PlacementError, RackAwareMode, assign_replicas
 from slog.replication.throttle import split_throttle_configs
@@ -53,13 +53,8 @@ log = logging.getLogger("slog.controller")
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
-class ControllerError(Exception):
-    """A rejected admin operation; ``code`` is the Kafka error name (an ``ErrorCode``
-    member is taken too, as new code should pass)."""
-
-    def __init__(self, code: ErrorCode | str, message: str):
-        super().__init__(message)
-        self.code = code.name if isinstance(code, ErrorCode) else code
+class ControllerError(KafkaApiError):
+    """A rejected admin operation (or one partition's part of one)."""
 
 
 @dataclass
@@ -325,7 +320,7 @@ class Controller:
             state = self.image.partition(topic, number)
             if state is None:
                 outcome[(topic, number)] = ControllerError(
-                    "unknown_topic_or_partition", f"{topic}-{number} does not exist")
+                    ErrorCode.unknown_topic_or_partition, f"{topic}-{number} does not exist")
                 continue
             changed = elections.preferred_election(state, live) if preferred else \
                 (elections.unclean_election(state, live) if state.is_offline or
@@ -344,13 +339,15 @@ class Controller:
     def _why_no_election(state: PartitionState, live: set[int], preferred: bool
                          ) -> ControllerError:
         if preferred and state.leader == state.preferred_leader:
-            return ControllerError("election_not_needed", "the preferred replica already leads")
+            return ControllerError(ErrorCode.election_not_needed,
+                                   "the preferred replica already leads")
         if not preferred and state.leader in live:
-            return ControllerError("election_not_needed", "the partition has a live leader")
+            return ControllerError(ErrorCode.election_not_needed,
+                                   "the partition has a live leader")
         if preferred:
-            return ControllerError("preferred_leader_not_available",
+            return ControllerError(ErrorCode.preferred_leader_not_available,
                                    f"replica {state.preferred_leader} is not alive and in sync")
-        return ControllerError("eligible_leaders_not_available", "no replica is alive")
+        return ControllerError(ErrorCode.eligible_leaders_not_available, "no replica is alive")
 
     def controlled_shutdown(self, broker_id: int) -> int:
         """Move leaderships and ISR places off a broker that is stopping.
@@ -433,20 +430,21 @@ class Controller:
         try:
             validate_topic_name(spec.name)
         except InvalidTopicError as exc:
-            raise ControllerError("invalid_topic_exception", str(exc)) from exc
+            raise ControllerError(ErrorCode.invalid_topic_exception, str(exc)) from exc
         image = self.image
         if spec.name in image.topics:
-            raise ControllerError("topic_already_exists", f"topic {spec.name!r} already exists")
+            raise ControllerError(ErrorCode.topic_already_exists,
+                                  f"topic {spec.name!r} already exists")
         clash = next((t for t in image.topics if topic_collides(t, spec.name)), None)
         if clash:
             raise ControllerError(
-                "invalid_topic_exception",
+                ErrorCode.invalid_topic_exception,
                 f"topic {spec.name!r} collides with existing topic {clash!r} ('.' and '_')",
             )
         try:
             configs = {k: v for k, v in validate_topic_configs(spec.configs).items() if v}
         except ConfigError as exc:
-            raise ControllerError("invalid_config", str(exc)) from exc
+            raise ControllerError(ErrorCode.invalid_config, str(exc)) from exc
         live = self._live_broker_ids()
         if spec.assignment:
             plan = self._check_assignment(spec, live)
@@ -454,19 +452,19 @@ class Controller:
             partitions = spec.num_partitions if spec.num_partitions > 0 else \
                 self.config.get_int("num.partitions")
             if spec.num_partitions == 0 or spec.num_partitions < -1:
-                raise ControllerError("invalid_partitions",
+                raise ControllerError(ErrorCode.invalid_partitions,
                                       "the number of partitions must be at least 1")
             rf = spec.replication_factor if spec.replication_factor > 0 else \
                 self._default_replication_factor()
             if spec.replication_factor == 0 or spec.replication_factor < -1:
-                raise ControllerError("invalid_replication_factor",
+                raise ControllerError(ErrorCode.invalid_replication_factor,
                                       "the replication factor must be at least 1")
             try:
                 plan = assign_replicas(live, partitions, rf,
                                        start_index=random.randrange(max(1, len(live))),
                                        racks=image.racks(live), rack_mode=spec.rack_mode)
             except PlacementError as exc:
-                raise ControllerError("invalid_replication_factor", str(exc)) from exc
+                raise ControllerError(ErrorCode.invalid_replication_factor, str(exc)) from exc
         topic_id = str(uuid.uuid4())
         records: list[MetadataRecord] = [TopicRecord(spec.name, topic_id, configs)]
         records += [self._new_partition(spec.name, p, replicas).to_record()
@@ -477,18 +475,18 @@ class Controller:
     def _check_assignment(self, spec: NewTopic, live: list[int]) -> dict[int, list[int]]:
         plan = spec.assignment
         if sorted(plan) != list(range(len(plan))):
-            raise ControllerError("invalid_replica_assignment",
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
                                   "partitions in a replica assignment must be 0..N-1")
         for p, replicas in plan.items():
             if not replicas or len(set(replicas)) != len(replicas):
-                raise ControllerError("invalid_replica_assignment",
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       f"partition {p} has an empty or duplicated replica list")
             unknown = [b for b in replicas if b not in self.image.brokers]
             if unknown:
-                raise ControllerError("invalid_replica_assignment",
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       f"partition {p} names unknown broker(s) {unknown}")
         if len({len(r) for r in plan.values()}) != 1:
-            raise ControllerError("invalid_replica_assignment",
+            raise ControllerError(ErrorCode.invalid_replica_assignment,
                                   "every partition must have the same number of replicas")
         return plan
 
@@ -513,7 +511,8 @@ class Controller:
                 if total > MAX_PARTITIONS_PER_REQUEST:
                     raise _too_many_partitions()
                 if spec.name in seen:
-                    raise ControllerError("invalid_request", f"topic {spec.name!r} listed twice")
+                    raise ControllerError(ErrorCode.invalid_request,
+                                          f"topic {spec.name!r} listed twice")
                 seen.add(spec.name)
                 created, records = self.plan_topic(spec)
             except ControllerError as exc:
@@ -530,7 +529,7 @@ class Controller:
         records = []
         for name in names:
             if name not in self.image.topics:
-                outcome[name] = ControllerError("unknown_topic_or_partition",
+                outcome[name] = ControllerError(ErrorCode.unknown_topic_or_partition,
                                                 f"topic {name!r} does not exist")
                 continue
             outcome[name] = None
@@ -558,11 +557,12 @@ class Controller:
                           *, validate_only: bool = False) -> None:
         image = self.image.topics.get(topic)
         if image is None:
-            raise ControllerError("unknown_topic_or_partition", f"topic {topic!r} does not exist")
+            raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                  f"topic {topic!r} does not exist")
         current = len(image.partitions)
         if total <= current:
             raise ControllerError(
-                "invalid_partitions",
+                ErrorCode.invalid_partitions,
                 f"topic {topic!r} has {current} partitions; the new count must be larger",
             )
         added = total - current
@@ -570,7 +570,7 @@ class Controller:
             raise _too_many_partitions()
         if assignment:
             if len(assignment) != added:
-                raise ControllerError("invalid_replica_assignment",
+                raise ControllerError(ErrorCode.invalid_replica_assignment,
                                       f"expected {added} replica lists, got {len(assignment)}")
             plan = dict(enumerate(assignment, start=current))
         else:
@@ -579,19 +579,20 @@ class Controller:
                 plan = assign_replicas(live, added, image.replication_factor,
                                        first_partition=current, racks=self.image.racks(live))
             except PlacementError as exc:
-                raise ControllerError("invalid_replication_factor", str(exc)) from exc
+                raise ControllerError(ErrorCode.invalid_replication_factor, str(exc)) from exc
         if not validate_only:
             self._write([self._new_partition(topic, p, r).to_record() for p, r in plan.items()])
 
     def alter_topic_configs(self, topic: str, changes: Mapping[str, str | None], *,
                             validate_only: bool = False) -> None:
         if topic not in self.image.topics:
-            raise ControllerError("unknown_topic_or_partition", f"topic {topic!r} does not exist")
+            raise ControllerError(ErrorCode.unknown_topic_or_partition,
+                                  f"topic {topic!r} does not exist")
         try:
             throttle, changes = split_throttle_configs(changes)
             clean = {**validate_topic_configs(changes), **throttle}
         except ConfigError as exc:
-            raise ControllerError("invalid_config", str(exc)) from exc
+            raise ControllerError(ErrorCode.invalid_config, str(exc)) from exc
         if clean and not validate_only:
             self._write([TopicConfigRecord(topic, clean)])
 

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from slog.protocol.errors import ErrorCode
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -62,12 +62,8 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
-class SessionError(Exception):
+class SessionError(KafkaApiError):
     """A session request the broker refuses; ``code`` goes in the top-level error."""
-
-    def __init__(self, code: ErrorCode, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(slots=True)

@@ -20,17 +20,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from slog.core import batch
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
 
 
-class ReplicaError(Exception):
-    """A request this replica cannot serve; ``code`` is the Kafka error name."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+class ReplicaError(KafkaApiError):
+    """A request this replica cannot serve (not the leader, too few in sync, ...)."""
 
 
 def _now_ms() -> float:
@@ -185,7 +182,7 @@ class Partition:
         self.pending_additions = frozenset()
         if new_epoch:
             self.needs_truncation = True
-            self._fail_waiters("not_leader_or_follower",
+            self._fail_waiters(ErrorCode.not_leader_or_follower,
                                f"{self.topic}-{self.partition}: leadership moved")
         self.notify_watchers()
 
@@ -194,11 +191,11 @@ class Partition:
         self, records: bytes | memoryview, *, required_acks: int, min_insync_replicas: int
     ) -> AppendResult:
         if not self.is_leader:
-            raise ReplicaError("not_leader_or_follower",
+            raise ReplicaError(ErrorCode.not_leader_or_follower,
                                f"{self.topic}-{self.partition}: this broker is not the leader")
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise ReplicaError(
-                "not_enough_replicas",
+                ErrorCode.not_enough_replicas,
                 f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}",
             )
         # Idempotence is decided on the (cheap, unvalidated) header; the log
@@ -209,10 +206,10 @@ class Partition:
             return AppendResult(previous.first_offset, previous.last_offset, -1,
                                 self.log.log_start_offset, True)
         if verdict is SequenceCheck.OUT_OF_ORDER:
-            raise ReplicaError("out_of_order_sequence_number",
+            raise ReplicaError(ErrorCode.out_of_order_sequence_number,
                                f"sequence {header.base_sequence} is out of order")
         if verdict is SequenceCheck.FENCED_EPOCH:
-            raise ReplicaError("invalid_producer_epoch",
+            raise ReplicaError(ErrorCode.invalid_producer_epoch,
                                f"producer epoch {header.producer_epoch} is stale")
         leo = self.log.log_end_offset
         info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
@@ -237,14 +234,14 @@ class Partition:
             await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             if len(self.isr) < min_insync_replicas:
-                raise ReplicaError("not_enough_replicas_after_append",
+                raise ReplicaError(ErrorCode.not_enough_replicas_after_append,
                                    f"ISR {list(self.isr)} shrank below min.insync.replicas="
                                    f"{min_insync_replicas} after the append") from None
-            raise ReplicaError("request_timed_out",
+            raise ReplicaError(ErrorCode.request_timed_out,
                                f"replicas did not acknowledge offset {last_offset} in time"
                                ) from None
 
-    def _fail_waiters(self, code: str, message: str) -> None:
+    def _fail_waiters(self, code: ErrorCode, message: str) -> None:
         waiters, self._commit_waiters = self._commit_waiters, []
         for _, future in waiters:
             if not future.done():

@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from enum import Enum
 
+from slog.core.errors import SlogError
 
-class PlacementError(ValueError):
+
+class PlacementError(SlogError, ValueError):
     pass
 
 

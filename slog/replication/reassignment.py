@@ -33,6 +33,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from slog.core.errors import SlogError
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState
 from slog.replication.placement import PlacementError, RackAwareMode, assign_replicas
 
@@ -42,12 +44,8 @@ Step = tuple[PartitionState, PartitionState]  # (before, after)
 PLAN_VERSION = 1
 
 
-class ReassignmentError(Exception):
-    """A refused reassignment; ``code`` is the Kafka error name."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
+class ReassignmentError(KafkaApiError):
+    """A refused reassignment (of one partition)."""
 
 
 # -- state transitions -----------------------------------------------------------------
@@ -68,14 +66,15 @@ def target_replicas(state: PartitionState) -> tuple[int, ...]:
 def check_target(target: Sequence[int], brokers: Collection[int]) -> tuple[int, ...]:
     """A usable target replica list, or INVALID_REPLICA_ASSIGNMENT saying why not."""
     if not target:
-        raise ReassignmentError("invalid_replica_assignment", "the target replica list is empty")
+        raise ReassignmentError(ErrorCode.invalid_replica_assignment,
+                                "the target replica list is empty")
     repeated = sorted({b for b in target if list(target).count(b) > 1})
     if repeated:
-        raise ReassignmentError("invalid_replica_assignment",
+        raise ReassignmentError(ErrorCode.invalid_replica_assignment,
                                 f"the target lists broker(s) {repeated} more than once")
     unknown = [b for b in target if b not in brokers]
     if unknown:
-        raise ReassignmentError("invalid_replica_assignment",
+        raise ReassignmentError(ErrorCode.invalid_replica_assignment,
                                 f"the target names unknown broker(s) {unknown}")
     return tuple(target)
 
@@ -88,7 +87,7 @@ def _reshaped(state: PartitionState, replicas: tuple[int, ...], adding: tuple[in
     if leader != NO_LEADER and leader not in replicas:
         leader = next((r for r in replicas if r in isr and r in live), NO_LEADER)
     if not isr or (state.leader != NO_LEADER and leader == NO_LEADER):
-        raise ReassignmentError("invalid_replica_assignment",
+        raise ReassignmentError(ErrorCode.invalid_replica_assignment,
                                 f"{state.topic}-{state.partition}: no remaining replica is "
                                 "alive and in sync to lead")
     return replace(state, replicas=replicas, isr=isr, leader=leader,
@@ -116,7 +115,7 @@ def start(state: PartitionState, target: Sequence[int], live: Collection[int]
 def cancel(state: PartitionState, live: Collection[int]) -> PartitionState:
     """Back to the original replicas; NO_REASSIGNMENT_IN_PROGRESS if nothing moves."""
     if not in_progress(state):
-        raise ReassignmentError("no_reassignment_in_progress",
+        raise ReassignmentError(ErrorCode.no_reassignment_in_progress,
                                 f"{state.topic}-{state.partition} is not being reassigned")
     return _reshaped(state, original_replicas(state), (), (), live)
 
@@ -148,7 +147,7 @@ def alter(image: MetadataImage, targets: Mapping[PartitionKey, Sequence[int] | N
         try:
             state = image.partition(topic, number)
             if state is None:
-                raise ReassignmentError("unknown_topic_or_partition",
+                raise ReassignmentError(ErrorCode.unknown_topic_or_partition,
                                         f"{topic}-{number} does not exist")
             new: PartitionState | None
             if target is None:
@@ -180,7 +179,7 @@ def describe_step(before: PartitionState, after: PartitionState) -> str:
 
 
 # -- plan files ------------------------------------------------------------------------
-class PlanError(ValueError):
+class PlanError(SlogError, ValueError):
     """A plan file that cannot be used; nothing has been changed."""
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
 from slog.core.config import BrokerConfig
-from slog.core.due import DueSchedule
+from slog.core.due import WakingDueSchedule
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager, NewLog
@@ -38,6 +38,10 @@ IsrProposal = tuple[Partition, tuple[int, ...]]
 AlterIsr = Callable[[Sequence[IsrProposal]], Awaitable[Sequence[Exception | None]]]
 LeadershipListener = Callable[[str, int, bool], None]
 ISR_CHECK_INTERVAL_S = 0.25
+# With nothing due, the ISR timer still wakes this often: leaders parked on their
+# followers' sessions are looked at when a session goes quiet (Kafka checks every
+# replica.lag.time.max.ms / 2).
+ISR_IDLE_CHECK_S = 1.0
 # Up to this many new replicas are created on the event loop (cheaper than a thread
 # hop, and a small topic is served as soon as its metadata is applied); more go to a
 # worker thread so that a topic of thousands of partitions does not stall the broker.
@@ -72,6 +76,10 @@ def write_topic_id(directory: Path, *, topic_id: str) -> None:
     os.replace(temp, directory / PARTITION_METADATA)
 
 
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
 class ReplicaManager:
     def __init__(self, config: BrokerConfig, log_manager: LogManager):
         self.config = config
@@ -83,7 +91,8 @@ class ReplicaManager:
             config.get_int("max.incremental.fetch.session.cache.slots"))
         self.fetchers = ReplicaFetcherManager(self.broker_id)
         # Leaders whose ISR may need a change, by when (see maintain_isr).
-        self._isr_due: DueSchedule[TopicPartition] = DueSchedule()
+        self._isr_due: WakingDueSchedule[TopicPartition] = WakingDueSchedule(
+            _monotonic_ms, ISR_CHECK_INTERVAL_S, ISR_IDLE_CHECK_S)
         # Told (topic, partition, is_leader) whenever this broker's role changes.
         self.leadership_listeners: list[LeadershipListener] = []
         self._log_configs: dict[str, LogConfig] = {}  # per topic, dropped when it changes
@@ -337,9 +346,9 @@ class ReplicaManager:
         """Leaders propose ISR shrinks (laggards) and expansions (caught up), forever."""
         lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         while True:
-            await asyncio.sleep(ISR_CHECK_INTERVAL_S)
+            await self._isr_due.sleep_until_due()
             try:
-                proposals = self.due_isr_changes(lag_max_ms, time.monotonic() * 1000)
+                proposals = self.due_isr_changes(lag_max_ms, _monotonic_ms())
                 if proposals:
                     await self._propose_isrs(alter, proposals)
             except Exception:  # a bad tick must not stop ISR maintenance for good

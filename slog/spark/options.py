@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from slog.core.errors import SlogError
+
 EARLIEST = "earliest"
 LATEST = "latest"
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
@@ -22,7 +24,7 @@ PartitionOffsets = dict[tuple[str, int], int]
 EARLIEST_MARK, LATEST_MARK = -2, -1
 
 
-class OptionError(ValueError):
+class OptionError(SlogError, ValueError):
     """A data source option is missing, malformed or inconsistent."""
 
 

@@ -12,6 +12,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from slog.core.errors import SlogError
 from slog.spark.catalog import TP, Catalog, PartitionBounds
 from slog.spark.options import (
     EARLIEST,
@@ -23,7 +24,7 @@ from slog.spark.options import (
 )
 
 
-class DataLossError(RuntimeError):
+class DataLossError(SlogError, RuntimeError):
     """Offsets asked for are gone (retention) and failOnDataLoss is true."""
 
 

@@ -9,11 +9,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from slog.core.errors import SlogError
+
 INSTALL_SPARK = "install it with: pip install 'slog[spark]'"
 INSTALL_JAVA = "install a JDK 17 (e.g. apt install openjdk-17-jre-headless) or set JAVA_HOME"
 
 
-class SparkUnavailableError(RuntimeError):
+class SparkUnavailableError(SlogError, RuntimeError):
     """PySpark or a Java runtime is missing; the message names what to install."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from slog.client.admin import Admin
-from slog.client.errors import KafkaError
+from slog.client.errors import ErrorCode, KafkaError
 from slog.client.group_admin import GroupAdmin
 from slog.client.types import TopicPartition
 
@@ -71,7 +71,7 @@ def reset_offsets(admin: Admin, group_id: str, partitions: Iterable[TopicPartiti
     try:
         GroupAdmin(admin.cluster).alter_offsets(group_id, offsets)
     except KafkaError as exc:
-        if exc.name == "UNKNOWN_MEMBER_ID":
+        if exc.code == ErrorCode.unknown_member_id:
             raise ValueError(f"group {group_id} has active members: stop them first") from exc
         raise
     return f"reset {group_id} on {len(tps)} partitions to {spec.strip().lower()}"

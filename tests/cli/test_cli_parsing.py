@@ -59,3 +59,49 @@ def test_kcat_format_tokens() -> None:
         "t 2 7 1234 k v v h=x 1 1%\n"
     null = ConsumerRecord("t", 0, 0, 0, 0, None, None, ())
     assert render("[%k][%v] %K %S", null) == "[][] -1 -1"
+
+
+def test_the_exit_code_table() -> None:
+    """cli/common's one table: a plain ValueError is a bug (no row), not a usage error."""
+    from slog.cli.common import (
+        EXIT_FAILURE,
+        EXIT_NOT_FOUND,
+        EXIT_UNREACHABLE,
+        EXIT_USAGE,
+        ArgumentError,
+        explain_error,
+    )
+    from slog.client.errors import (
+        BrokerUnavailableError,
+        ErrorCode,
+        InvalidArgumentError,
+        KafkaError,
+    )
+
+    def exit_code(exc: BaseException) -> int | None:
+        explained = explain_error(exc, NOWHERE)
+        return None if explained is None else explained[2]
+
+    assert explain_error(ValueError("a bug"), NOWHERE) is None
+    assert explain_error(KeyError("a bug"), NOWHERE) is None
+    assert exit_code(ArgumentError("--topic takes TOPIC")) == EXIT_USAGE
+    assert exit_code(InvalidArgumentError("bad bootstrap address")) == EXIT_USAGE
+    assert exit_code(BrokerUnavailableError("no broker")) == EXIT_UNREACHABLE
+    assert exit_code(TimeoutError("slow")) == EXIT_UNREACHABLE
+    for code in (ErrorCode.unknown_topic_or_partition, ErrorCode.group_id_not_found,
+                 ErrorCode.unknown_topic_id):
+        assert exit_code(KafkaError.for_code(code)) == EXIT_NOT_FOUND
+    message, hint, code = explain_error(KafkaError.for_code(36, "t exists"), NOWHERE) or ()
+    assert (message, code) == ("TOPIC_ALREADY_EXISTS: t exists", EXIT_FAILURE)
+    assert hint is not None and "slog topic describe" in hint
+    assert exit_code(KafkaError.for_code(31999)) == EXIT_FAILURE  # newer than kio: still 1
+
+
+def test_a_plain_value_error_inside_a_command_is_reported_as_a_bug() -> None:
+    from slog.cli.common import ArgumentError, client_errors
+
+    with pytest.raises(ValueError, match="not the user's mistake"), client_errors(NOWHERE):
+        raise ValueError("not the user's mistake")
+    with pytest.raises(SystemExit) as exited, client_errors(NOWHERE):
+        raise ArgumentError("--topic takes TOPIC or TOPIC:P,P")
+    assert exited.value.code == 2

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slog.core.kafka_errors import ErrorCode
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.groups.manager import StoreError
-from slog.groups.member import Errors
 
 
 class LocalOffsetsLog:
@@ -29,7 +29,7 @@ class LocalOffsetsLog:
 
     def append(self, partition: int, batch: bytes) -> int:
         if partition not in self.leading:
-            raise StoreError(Errors.NOT_COORDINATOR)
+            raise StoreError(ErrorCode.not_coordinator)
         return self.logs[partition].append(batch).last_offset
 
     def is_committed(self, partition: int, offset: int) -> bool:

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from slog.core.consumer_protocol import Subscription, encode_subscription
+from slog.core.kafka_errors import ErrorCode
 from slog.core.records import BatchBuilder
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.group import GroupState
 from slog.groups.manager import GroupMetadataManager
-from slog.groups.member import Errors, JoinResult, SyncResult
+from slog.groups.member import JoinResult, SyncResult
 from slog.groups.offsets import OffsetAndMetadata
 from slog.groups.requests import (
     HeartbeatRequest,
@@ -30,7 +31,6 @@ from slog.groups.requests import (
 )
 from tests.groups.local_log import LocalOffsetsLog
 
-E = Errors
 RANGE = (("range", encode_subscription(Subscription(("t",)))),)
 
 
@@ -74,7 +74,7 @@ class Harness:
     def join_new(self, group: str = "g", **kwargs: Any) -> Box:
         """A v4+ newcomer: MEMBER_ID_REQUIRED, then the real join."""
         first = self.join(group, **kwargs).value
-        assert first.error is E.MEMBER_ID_REQUIRED
+        assert first.error is ErrorCode.member_id_required
         return self.join(group, first.member_id, **kwargs)
 
     def sync(self, result: JoinResult, group: str = "g",
@@ -87,13 +87,13 @@ class Harness:
         return box
 
     def heartbeat(self, result: JoinResult, group: str = "g", generation: int | None = None
-                  ) -> Errors:
+                  ) -> ErrorCode:
         return self.coordinator.handle_heartbeat(HeartbeatRequest(
             group, result.member_id, None,
             result.generation_id if generation is None else generation))
 
     def commit(self, group: str, member: str, generation: int,
-               offsets: dict[tuple[str, int], int], metadata: str = "") -> dict[Any, Errors]:
+               offsets: dict[tuple[str, int], int], metadata: str = "") -> dict[Any, ErrorCode]:
         box = Box()
         self.coordinator.handle_commit_offsets(OffsetCommitRequest(
             group, member, None, generation,
@@ -123,7 +123,7 @@ def stable_pair(h: Harness) -> tuple[JoinResult, JoinResult]:
     h.sync(a, assignments={a.member_id: b"a1"})
     b_box = h.join_new()
     assert b_box.value is None  # waits for the leader to rejoin
-    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(a) is ErrorCode.rebalance_in_progress
     a = h.join(member=a.member_id).value
     b = b_box.value
     assert a.generation_id == b.generation_id == 2
@@ -136,58 +136,58 @@ def stable_pair(h: Harness) -> tuple[JoinResult, JoinResult]:
 
 def test_first_joiner_gets_an_id_then_leads(h: Harness) -> None:
     first = h.join(version=4).value
-    assert first.error is E.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+    assert first.error is ErrorCode.member_id_required and first.member_id.startswith("client-")
     joined = h.join(member=first.member_id, version=4).value
     assert (joined.error, joined.generation_id, joined.leader_id) == \
-        (E.NONE, 1, first.member_id)
+        (ErrorCode.none, 1, first.member_id)
     assert [m.member_id for m in joined.members] == [first.member_id]
     assert h.state() is GroupState.COMPLETING_REBALANCE
     synced = h.sync(joined, assignments={joined.member_id: b"mine"}).value
-    assert synced == SyncResult(E.NONE, "consumer", "range", b"mine")
+    assert synced == SyncResult(ErrorCode.none, "consumer", "range", b"mine")
     assert h.state() is GroupState.STABLE
 
 
 def test_old_clients_join_without_the_member_id_round(h: Harness) -> None:
     joined = h.join(version=3).value
-    assert joined.error is E.NONE and joined.generation_id == 1
+    assert joined.error is ErrorCode.none and joined.generation_id == 1
 
 
 def test_rebalance_when_a_member_arrives(h: Harness) -> None:
     a, b = stable_pair(h)
     assert a.leader_id == a.member_id and b.members == ()
     assert {m.member_id for m in a.members} == {a.member_id, b.member_id}
-    assert h.heartbeat(a) is E.NONE and h.heartbeat(b) is E.NONE
+    assert h.heartbeat(a) is ErrorCode.none and h.heartbeat(b) is ErrorCode.none
 
 
 def test_heartbeat_and_sync_errors(h: Harness) -> None:
     a, _ = stable_pair(h)
-    assert h.heartbeat(a, generation=1) is E.ILLEGAL_GENERATION
+    assert h.heartbeat(a, generation=1) is ErrorCode.illegal_generation
     beat = h.coordinator.handle_heartbeat
-    assert beat(HeartbeatRequest("g", "stranger", None, 2)) is E.UNKNOWN_MEMBER_ID
-    assert beat(HeartbeatRequest("nope", "x", None, 1)) is E.UNKNOWN_MEMBER_ID
-    assert h.sync(a, generation=7).value.error is E.ILLEGAL_GENERATION
-    assert beat(HeartbeatRequest("", "x", None, 1)) is E.INVALID_GROUP_ID
+    assert beat(HeartbeatRequest("g", "stranger", None, 2)) is ErrorCode.unknown_member_id
+    assert beat(HeartbeatRequest("nope", "x", None, 1)) is ErrorCode.unknown_member_id
+    assert h.sync(a, generation=7).value.error is ErrorCode.illegal_generation
+    assert beat(HeartbeatRequest("", "x", None, 1)) is ErrorCode.invalid_group_id
 
 
 def test_session_timeout_evicts_a_silent_member(h: Harness) -> None:
     a, b = stable_pair(h)
     for _ in range(5):
         h.advance(300)
-        assert h.heartbeat(a) in (E.NONE, E.REBALANCE_IN_PROGRESS)
-    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS  # b missed its session
+        assert h.heartbeat(a) in (ErrorCode.none, ErrorCode.rebalance_in_progress)
+    assert h.heartbeat(a) is ErrorCode.rebalance_in_progress  # b missed its session
     rejoined = h.join(member=a.member_id).value
     assert rejoined.generation_id == 3 and [m.member_id for m in rejoined.members] == \
         [a.member_id]
-    assert h.heartbeat(b, generation=2) is E.UNKNOWN_MEMBER_ID
+    assert h.heartbeat(b, generation=2) is ErrorCode.unknown_member_id
 
 
 def test_a_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(h: Harness) -> None:
     a, b = stable_pair(h)
-    assert h.heartbeat(b) is E.NONE
+    assert h.heartbeat(b) is ErrorCode.none
     c = h.join_new()
     rejoin_a = h.join(member=a.member_id)
     h.advance(500)
-    assert h.heartbeat(b) is E.REBALANCE_IN_PROGRESS  # alive, but never rejoins
+    assert h.heartbeat(b) is ErrorCode.rebalance_in_progress  # alive, but never rejoins
     h.advance(600)  # past the 1000 ms rebalance timeout
     assert rejoin_a.value.generation_id == c.value.generation_id == 3
     assert {m.member_id for m in rejoin_a.value.members} == {a.member_id, c.value.member_id}
@@ -201,17 +201,17 @@ def test_members_that_never_sync_are_removed(h: Harness) -> None:
     h.sync(a, assignments={})
     assert h.state() is GroupState.STABLE
     h.advance(1100)  # b never sent SyncGroup within the 1000 ms rebalance timeout
-    assert h.heartbeat(b) is E.UNKNOWN_MEMBER_ID
-    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+    assert h.heartbeat(b) is ErrorCode.unknown_member_id
+    assert h.heartbeat(a) is ErrorCode.rebalance_in_progress
 
 
 def test_static_member_restart_within_session_keeps_its_assignment(h: Harness) -> None:
     joined = h.join(instance="host-1").value
-    assert joined.error is E.NONE and joined.member_id.startswith("host-1-")
+    assert joined.error is ErrorCode.none and joined.member_id.startswith("host-1-")
     h.sync(joined, assignments={joined.member_id: b"p0"}, instance="host-1")
     # The process restarts: same instance id, no member id, no LeaveGroup.
     again = h.join(instance="host-1").value
-    assert (again.error, again.generation_id) == (E.NONE, 1)
+    assert (again.error, again.generation_id) == (ErrorCode.none, 1)
     assert again.member_id != joined.member_id
     assert h.state() is GroupState.STABLE  # no rebalance
     synced = h.sync(again, instance="host-1").value
@@ -220,7 +220,7 @@ def test_static_member_restart_within_session_keeps_its_assignment(h: Harness) -
     box = Box()
     h.coordinator.handle_sync_group(
         SyncGroupRequest("g", 1, joined.member_id, "host-1", None, None, {}), box)
-    assert box.value.error is E.FENCED_INSTANCE_ID
+    assert box.value.error is ErrorCode.fenced_instance_id
 
 
 def test_static_member_gone_for_longer_than_its_session_is_removed(h: Harness) -> None:
@@ -234,25 +234,25 @@ def test_group_max_size(tmp_path: Path) -> None:
     h = Harness(tmp_path, max_size=2)
     stable_pair(h)
     third = h.join(version=4).value
-    assert third.error is E.GROUP_MAX_SIZE_REACHED
+    assert third.error is ErrorCode.group_max_size_reached
     assert h.state() is GroupState.STABLE and h.manager.get("g").size == 2  # type: ignore[union-attr]
 
 
 def test_inconsistent_protocols(h: Harness) -> None:
     a = h.join(version=3).value
     assert h.join(version=3, protocol_type="connect").value.error is \
-        E.INCONSISTENT_GROUP_PROTOCOL
+        ErrorCode.inconsistent_group_protocol
     assert h.join(version=3, protocols=(("sticky", b""),)).value.error is \
-        E.INCONSISTENT_GROUP_PROTOCOL
+        ErrorCode.inconsistent_group_protocol
     assert h.join(group="other", version=3, protocols=()).value.error is \
-        E.INCONSISTENT_GROUP_PROTOCOL
+        ErrorCode.inconsistent_group_protocol
     assert h.manager.get("g").generation_id == a.generation_id  # type: ignore[union-attr]
 
 
 def test_session_timeout_bounds(tmp_path: Path) -> None:
     h = Harness(tmp_path, max_session_timeout_ms=5000)
-    assert h.join(session=5).value.error is E.INVALID_SESSION_TIMEOUT
-    assert h.join(session=6000).value.error is E.INVALID_SESSION_TIMEOUT
+    assert h.join(session=5).value.error is ErrorCode.invalid_session_timeout
+    assert h.join(session=6000).value.error is ErrorCode.invalid_session_timeout
 
 
 def test_initial_rebalance_delay_gathers_early_members(tmp_path: Path) -> None:
@@ -272,34 +272,34 @@ def test_initial_rebalance_delay_gathers_early_members(tmp_path: Path) -> None:
 def test_commit_rules(h: Harness) -> None:
     tp = ("t", 0)
     # A "simple" consumer (no group management) may commit to an empty group.
-    assert h.commit("solo", "", -1, {tp: 5}) == {tp: E.NONE}
+    assert h.commit("solo", "", -1, {tp: 5}) == {tp: ErrorCode.none}
     assert h.coordinator.handle_fetch_offsets("solo", [tp])[1][tp].offset == 5  # type: ignore[union-attr]
-    assert h.commit("never-seen", "m", 3, {tp: 5}) == {tp: E.ILLEGAL_GENERATION}
+    assert h.commit("never-seen", "m", 3, {tp: 5}) == {tp: ErrorCode.illegal_generation}
     a, b = stable_pair(h)
-    assert h.commit("g", "", -1, {tp: 1}) == {tp: E.UNKNOWN_MEMBER_ID}
-    assert h.commit("g", "stranger", 2, {tp: 1}) == {tp: E.UNKNOWN_MEMBER_ID}
-    assert h.commit("g", a.member_id, 1, {tp: 1}) == {tp: E.ILLEGAL_GENERATION}
+    assert h.commit("g", "", -1, {tp: 1}) == {tp: ErrorCode.unknown_member_id}
+    assert h.commit("g", "stranger", 2, {tp: 1}) == {tp: ErrorCode.unknown_member_id}
+    assert h.commit("g", a.member_id, 1, {tp: 1}) == {tp: ErrorCode.illegal_generation}
     assert h.commit("g", a.member_id, 2, {tp: 1}, metadata="x" * 5000) == \
-        {tp: E.OFFSET_METADATA_TOO_LARGE}
-    assert h.commit("g", a.member_id, 2, {tp: 7}) == {tp: E.NONE}
+        {tp: ErrorCode.offset_metadata_too_large}
+    assert h.commit("g", a.member_id, 2, {tp: 7}) == {tp: ErrorCode.none}
     h.join_new()  # a newcomer: PreparingRebalance, commits still accepted
-    assert h.commit("g", b.member_id, 2, {tp: 8}) == {tp: E.NONE}
+    assert h.commit("g", b.member_id, 2, {tp: 8}) == {tp: ErrorCode.none}
     error, offsets = h.coordinator.handle_fetch_offsets("g", None)
-    assert error is E.NONE and offsets[tp].offset == 8  # type: ignore[union-attr]
+    assert error is ErrorCode.none and offsets[tp].offset == 8  # type: ignore[union-attr]
 
 
 def test_commit_while_completing_the_rebalance(h: Harness) -> None:
     joined = h.join(version=3).value
     assert h.commit("g", joined.member_id, 1, {("t", 0): 1}) == \
-        {("t", 0): E.REBALANCE_IN_PROGRESS}
+        {("t", 0): ErrorCode.rebalance_in_progress}
 
 
 def test_leave_group(h: Harness) -> None:
     a, b = stable_pair(h)
     error, errors = h.coordinator.handle_leave_group(
         "g", [(b.member_id, None), ("stranger", None)])
-    assert (error, errors) == (E.NONE, [E.NONE, E.UNKNOWN_MEMBER_ID])
-    assert h.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+    assert (error, errors) == (ErrorCode.none, [ErrorCode.none, ErrorCode.unknown_member_id])
+    assert h.heartbeat(a) is ErrorCode.rebalance_in_progress
     rejoined = h.join(member=a.member_id).value
     assert [m.member_id for m in rejoined.members] == [a.member_id]
 
@@ -307,7 +307,8 @@ def test_leave_group(h: Harness) -> None:
 def test_leave_by_group_instance_id(h: Harness) -> None:
     joined = h.join(instance="host-1").value
     h.sync(joined, assignments={}, instance="host-1")
-    assert h.coordinator.handle_leave_group("g", [("", "host-1")]) == (E.NONE, [E.NONE])
+    assert h.coordinator.handle_leave_group("g", [("", "host-1")]) == \
+        (ErrorCode.none, [ErrorCode.none])
     assert h.state() is GroupState.EMPTY
 
 
@@ -315,7 +316,8 @@ def test_delete_groups(h: Harness) -> None:
     stable_pair(h)
     h.commit("old", "", -1, {("t", 0): 3})
     errors = h.coordinator.handle_delete_groups(["g", "old", "missing"])
-    assert errors == {"g": E.NON_EMPTY_GROUP, "old": E.NONE, "missing": E.GROUP_ID_NOT_FOUND}
+    assert errors == {"g": ErrorCode.non_empty_group, "old": ErrorCode.none,
+                      "missing": ErrorCode.group_id_not_found}
     assert h.coordinator.handle_fetch_offsets("old", [("t", 0)])[1] == {("t", 0): None}
 
 
@@ -323,11 +325,11 @@ def test_offset_delete_spares_subscribed_topics(h: Harness) -> None:
     a, _ = stable_pair(h)
     h.commit("g", a.member_id, 2, {("t", 0): 1, ("other", 0): 2})
     error, errors = h.coordinator.handle_delete_offsets("g", [("t", 0), ("other", 0)])
-    assert error is E.NONE
-    assert errors == {("t", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): E.NONE}
+    assert error is ErrorCode.none
+    assert errors == {("t", 0): ErrorCode.group_subscribed_to_topic, ("other", 0): ErrorCode.none}
     assert set(h.coordinator.handle_fetch_offsets("g", None)[1]) == {("t", 0)}
     assert h.coordinator.handle_delete_offsets("missing", [("t", 0)])[0] is \
-        E.GROUP_ID_NOT_FOUND
+        ErrorCode.group_id_not_found
 
 
 def test_offsets_of_an_empty_group_expire(tmp_path: Path) -> None:
@@ -360,12 +362,12 @@ def test_a_new_coordinator_loads_groups_and_offsets_from_the_log(h: Harness, tmp
         ("t", 1): OffsetAndMetadata(12, -1, "", 1_700_000_000_000)}
     assert fresh.manager.get("simple") is None
     # The loaded members keep their generation if they go on heartbeating...
-    assert fresh.heartbeat(a) is E.NONE
+    assert fresh.heartbeat(a) is ErrorCode.none
     # ...and one that does not is expired after its session timeout.
     fresh.advance(600)
-    assert fresh.heartbeat(a) is E.NONE
+    assert fresh.heartbeat(a) is ErrorCode.none
     fresh.advance(600)
-    assert fresh.heartbeat(a) is E.REBALANCE_IN_PROGRESS
+    assert fresh.heartbeat(a) is ErrorCode.rebalance_in_progress
 
 
 def test_loading_skips_unknown_and_invalid_records_with_a_warning(
@@ -408,12 +410,12 @@ def test_requests_wait_while_the_partition_loads(h: Harness, tmp_path: Path) -> 
         fresh.coordinator = GroupCoordinator(GroupConfig(min_session_timeout_ms=10),
                                              fresh.manager, clock=lambda: 0, wall=lambda: 0)
         fresh.manager.on_election(0)  # in a loop: a background load
-        assert fresh.join(version=3).value.error is E.COORDINATOR_LOAD_IN_PROGRESS
-        assert fresh.sync(a).value.error is E.REBALANCE_IN_PROGRESS
-        assert fresh.heartbeat(a) is E.NONE  # answered blindly while loading
+        assert fresh.join(version=3).value.error is ErrorCode.coordinator_load_in_progress
+        assert fresh.sync(a).value.error is ErrorCode.rebalance_in_progress
+        assert fresh.heartbeat(a) is ErrorCode.none  # answered blindly while loading
         await asyncio.sleep(0.05)
-        assert fresh.heartbeat(a) is E.NONE
-        assert fresh.heartbeat(a, generation=9) is E.ILLEGAL_GENERATION
+        assert fresh.heartbeat(a) is ErrorCode.none
+        assert fresh.heartbeat(a, generation=9) is ErrorCode.illegal_generation
 
     asyncio.run(scenario())
 
@@ -423,12 +425,12 @@ def test_a_partition_named_ours_but_not_yet_taken_is_loading(h: Harness) -> None
     (new logs are made on a worker thread), clients are told to wait, not to look
     for another coordinator: librdkafka surfaces NOT_COORDINATOR to a consumer."""
     h.manager.on_resignation(0)
-    assert h.join(version=3).value.error is E.NOT_COORDINATOR
+    assert h.join(version=3).value.error is ErrorCode.not_coordinator
     h.log.becoming.add(0)
-    assert h.join(version=3).value.error is E.COORDINATOR_LOAD_IN_PROGRESS
+    assert h.join(version=3).value.error is ErrorCode.coordinator_load_in_progress
     h.log.becoming.clear()
     h.manager.on_election(0)
-    assert h.join(version=3).value.error is E.NONE
+    assert h.join(version=3).value.error is ErrorCode.none
 
 
 def test_losing_the_partition_answers_pending_requests(h: Harness) -> None:
@@ -436,8 +438,8 @@ def test_losing_the_partition_answers_pending_requests(h: Harness) -> None:
     h.sync(a, assignments={})
     waiting = h.join_new()
     h.manager.on_resignation(0)
-    assert waiting.value.error is E.NOT_COORDINATOR
-    assert h.heartbeat(a) is E.NOT_COORDINATOR
+    assert waiting.value.error is ErrorCode.not_coordinator
+    assert h.heartbeat(a) is ErrorCode.not_coordinator
 
 
 def test_expiry_looks_only_at_groups_with_something_due(h: Harness) -> None:
@@ -460,7 +462,7 @@ def test_expiry_looks_only_at_groups_with_something_due(h: Harness) -> None:
     g2 = h.manager.get("g2")
     member = next(iter(g2.members.values()))
     assert h.coordinator.handle_heartbeat(
-        HeartbeatRequest("g2", member.member_id, None, g2.generation_id)) is E.NONE
+        HeartbeatRequest("g2", member.member_id, None, g2.generation_id)) is ErrorCode.none
     h.advance(1)  # the heartbeat woke g2 only
     assert looked == ["g2"]
     looked.clear()

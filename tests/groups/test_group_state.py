@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from slog.core.kafka_errors import ErrorCode
 from slog.groups.group import GroupMetadata, GroupState, IllegalStateTransition
 from slog.groups.member import MemberMetadata
 from slog.groups.offsets import GroupOffsets, OffsetAndMetadata
@@ -79,7 +80,7 @@ def test_static_member_replacement_keeps_place_and_assignment() -> None:
     replaced = group.replace_static_member("i-1", "old", "new")
     assert replaced.member_id == "new" and replaced.assignment == b"parts"
     assert group.leader_id == "new" and group.static_members == {"i-1": "new"}
-    assert fenced[0].error.value == "fenced_instance_id"
+    assert fenced[0].error is ErrorCode.fenced_instance_id
 
 
 def test_summary_shows_metadata_only_when_stable() -> None:

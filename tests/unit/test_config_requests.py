@@ -16,6 +16,7 @@ from slog.broker.handlers.configs import (
     _replace_all,
     broker_resource_id,
 )
+from slog.core.kafka_errors import ErrorCode
 from slog.replication.controller import ControllerError
 
 
@@ -47,10 +48,10 @@ def test_incremental_operations() -> None:
         {"log.cleanup.policy": None}
     with pytest.raises(ControllerError) as exc:
         _apply_ops(current, [_op("log.retention.ms", OP_APPEND, "1")])
-    assert exc.value.code == "invalid_config"
+    assert exc.value.code == ErrorCode.invalid_config
     with pytest.raises(ControllerError) as exc:
         _apply_ops(current, [_op("log.retention.ms", 9, "1")])
-    assert exc.value.code == "invalid_request"
+    assert exc.value.code == ErrorCode.invalid_request
 
 
 def test_legacy_alter_replaces_the_whole_set() -> None:

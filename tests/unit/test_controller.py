@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from slog.core.config import BrokerConfig
+from slog.core.kafka_errors import ErrorCode
 from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.replication.controller import BrokerStatus, Controller, ControllerError, NewTopic
@@ -55,15 +56,16 @@ def test_rejections_change_nothing(cluster: Cluster) -> None:
            NewTopic("v", configs={"retention.ms": "x"})]
     results = cluster.controller.create_topics(bad)
     codes = [r.code for r in results if isinstance(r, ControllerError)]
-    assert codes == ["invalid_topic_exception", "invalid_replication_factor",
-                     "invalid_partitions", "invalid_config"]
+    assert codes == [ErrorCode.invalid_topic_exception, ErrorCode.invalid_replication_factor,
+                     ErrorCode.invalid_partitions, ErrorCode.invalid_config]
     assert cluster.writer.end_offset == before
 
 
 def test_duplicates_collisions_and_validate_only(cluster: Cluster) -> None:
     cluster.controller.create_topics([NewTopic("a.b")])
     results = cluster.controller.create_topics([NewTopic("a.b"), NewTopic("a_b")])
-    assert [r.code for r in results] == ["topic_already_exists", "invalid_topic_exception"]
+    assert [r.code for r in results] == [ErrorCode.topic_already_exists,
+                                         ErrorCode.invalid_topic_exception]
     cluster.controller.create_topics([NewTopic("dry")], validate_only=True)
     assert "dry" not in cluster.image.topics
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slog.core.config import BrokerConfig
-from slog.core.due import DueSchedule
+from slog.core.due import DueSchedule, WakingDueSchedule
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
 from slog.core.metadata import PartitionState
@@ -249,3 +249,36 @@ def test_setting_flush_ms_later_schedules_the_unflushed_log(tmp_path: Path) -> N
     logs.flush_dirty_logs()
     assert plog.recovery_point == 1
     logs.shutdown()
+
+
+# ==================================================================== the waking timer
+
+
+def test_the_timer_sleeps_until_the_earliest_deadline() -> None:
+    clock = time.monotonic
+
+    async def scenario() -> list[float]:
+        due: WakingDueSchedule[str] = WakingDueSchedule(lambda: clock() * 1000, 0.01, 0.5)
+        slept = []
+        started = clock()
+        await due.sleep_until_due()  # nothing due: the idle wake-up
+        slept.append(clock() - started)
+        due.schedule("a", clock() * 1000 + 100)
+        started = clock()
+        await due.sleep_until_due()  # until "a"
+        slept.append(clock() - started)
+
+        async def poke() -> None:
+            await asyncio.sleep(0.05)
+            due.schedule("b", 0.0)  # due at once: wakes the sleeper
+
+        due.schedule("c", clock() * 1000 + 10_000)
+        started = clock()
+        await asyncio.gather(due.sleep_until_due(), poke())
+        slept.append(clock() - started)
+        return slept
+
+    idle, until_a, poked = asyncio.run(scenario())
+    assert 0.45 <= idle < 2.0
+    assert 0.09 <= until_a < 0.45
+    assert 0.05 <= poked < 0.45

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, cast
 import pytest
 
 from slog.core.config import BrokerConfig
+from slog.core.kafka_errors import ErrorCode
 from slog.core.log import FetchSlice
 from slog.core.metadata import BrokerRegistration, MetadataImage, PartitionState, TopicImage
 from slog.replication import reassignment as ra
@@ -102,7 +103,7 @@ def test_cancel_drops_the_adding_replicas_and_their_leadership() -> None:
     assert back.leader == 2 and back.isr == (2,) and back.leader_epoch == 6
     with pytest.raises(ra.ReassignmentError) as err:
         ra.cancel(state(), LIVE)
-    assert err.value.code == "no_reassignment_in_progress"
+    assert err.value.code == ErrorCode.no_reassignment_in_progress
     nobody = replace(moving, leader=4, isr=(4,))
     with pytest.raises(ra.ReassignmentError, match="alive and in sync"):
         ra.cancel(nobody, LIVE)
@@ -124,7 +125,7 @@ def test_a_new_target_replaces_a_running_reassignment_from_the_original() -> Non
 def test_bad_targets(target: list[int], message: str) -> None:
     with pytest.raises(ra.ReassignmentError, match=message) as err:
         ra.check_target(target, LIVE)
-    assert err.value.code == "invalid_replica_assignment"
+    assert err.value.code == ErrorCode.invalid_replica_assignment
 
 
 def test_alter_reports_each_partition_independently() -> None:
@@ -135,10 +136,10 @@ def test_alter_reports_each_partition_independently() -> None:
                                         ("u", 0): [1], ("t", 2): [1, 2, 7]}, LIVE)
     assert [after.partition for _, after in changed] == [0]
     codes = {k: e.code if e else None for k, e in outcome.items()}
-    assert codes == {("t", 0): None, ("t", 1): "no_reassignment_in_progress",
-                     ("t", 7): "unknown_topic_or_partition",
-                     ("u", 0): "unknown_topic_or_partition",
-                     ("t", 2): "unknown_topic_or_partition"}
+    assert codes == {("t", 0): None, ("t", 1): ErrorCode.no_reassignment_in_progress,
+                     ("t", 7): ErrorCode.unknown_topic_or_partition,
+                     ("u", 0): ErrorCode.unknown_topic_or_partition,
+                     ("t", 2): ErrorCode.unknown_topic_or_partition}
 
 
 def test_describe_step() -> None:
@@ -261,7 +262,8 @@ class FakePartition:
         self.state = partition_state
         self.reads: list[tuple[int, int, bool]] = []
 
-    def read(self, offset: int, max_bytes: int, *, committed_only: bool) -> FetchSlice:
+    def read(self, offset: int, max_bytes: int, *, committed_only: bool,
+             min_one: bool = True) -> FetchSlice:
         self.reads.append((offset, max_bytes, committed_only))
         return FetchSlice([memoryview(b"x" * 700)], 700, offset, offset + 1)
 
@@ -313,7 +315,7 @@ def test_controller_runs_a_reassignment_to_completion(cluster: Cluster) -> None:
     outcome = cluster.controller.alter_reassignments({("t", 0): [2, 3, 4], ("t", 9): [1]})
     missing = outcome[("t", 9)]
     assert outcome[("t", 0)] is None
-    assert missing is not None and missing.code == "unknown_topic_or_partition"
+    assert missing is not None and missing.code == ErrorCode.unknown_topic_or_partition
     moving = cluster.image.partition("t", 0)
     assert moving is not None and moving.adding == (4,)
     cluster.controller.maintain_reassignments()
@@ -333,13 +335,13 @@ def test_controller_cancel_and_throttle_configs(cluster: Cluster) -> None:
     assert cluster.image.topics["t"].configs[THROTTLE_CONFIG] == "4096"
     with pytest.raises(ControllerError) as err:
         cluster.controller.alter_topic_configs("t", {THROTTLE_CONFIG: "-5"})
-    assert err.value.code == "invalid_config"
+    assert err.value.code == ErrorCode.invalid_config
     cluster.controller.alter_reassignments({("t", 0): [2, 3, 4]})
     assert cluster.controller.alter_reassignments({("t", 0): None}) == {("t", 0): None}
     back = cluster.image.partition("t", 0)
     assert back is not None and set(back.replicas) == {1, 2, 3} and back.adding == ()
     again = cluster.controller.alter_reassignments({("t", 0): None})[("t", 0)]
-    assert again is not None and again.code == "no_reassignment_in_progress"
+    assert again is not None and again.code == ErrorCode.no_reassignment_in_progress
     cluster.controller.alter_topic_configs("t", {THROTTLE_CONFIG: None})
     assert THROTTLE_CONFIG not in cluster.image.topics["t"].configs
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, NOT_CONTROLLER, code
+from slog.broker.handlers.common import NONE, NOT_CONTROLLER
 from slog.core.acls import (
     CLUSTER_NAME,
     AclBinding,
@@ -26,10 +26,11 @@ from slog.core.acls import (
     ResourceType,
 )
 from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 
-SECURITY_DISABLED = code("security_disabled")
-CLUSTER_DENIED = code("cluster_authorization_failed")
-INVALID_REQUEST = code("invalid_request")
+SECURITY_DISABLED = ErrorCode.security_disabled
+CLUSTER_DENIED = ErrorCode.cluster_authorization_failed
+INVALID_REQUEST = ErrorCode.invalid_request
 
 
 def _refusal(ctx: RequestContext, operation: Operation) -> tuple[int, str] | None:

@@ -14,13 +14,14 @@ from collections import Counter
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, NOT_CONTROLLER, code
+from slog.broker.handlers.common import NONE, NOT_CONTROLLER
 from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 from slog.replication.controller import ControllerError, CreatedTopic, NewTopic
 
 
 def _error(exc: ControllerError) -> dict[str, Any]:
-    return {"error_code": code(exc.code), "error_message": str(exc)}
+    return {"error_code": exc.code, "error_message": str(exc)}
 
 
 def _not_controller() -> dict[str, Any]:
@@ -68,7 +69,7 @@ async def create_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
     validate_only = getattr(request, "validate_only", False)
     outcomes = controller.create_topics(specs, validate_only=validate_only)
     topics = [{"name": name, "num_partitions": -1, "replication_factor": -1,
-               "error_code": code("invalid_request"),
+               "error_code": ErrorCode.invalid_request,
                "error_message": "the topic is named more than once in the request"}
               for name in duplicates]
     for spec, outcome in zip(specs, outcomes, strict=True):
@@ -92,12 +93,12 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 "responses": [{"name": n, **_not_controller()} for n in names]}
     if not ctx.broker.config.get_bool("delete.topic.enable"):
         return {"throttle_time": 0, "responses": [
-            {"name": n, "error_code": code("topic_deletion_disabled")} for n in names]}
+            {"name": n, "error_code": ErrorCode.topic_deletion_disabled} for n in names]}
     outcome = controller.delete_topics([n for n in names if n is not None])
     responses = []
     for name in names:
         error = outcome.get(name) if name is not None else ControllerError(
-            "unknown_topic_id", "no topic has that id")
+            ErrorCode.unknown_topic_id, "no topic has that id")
         entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
         if error is not None:
             entry.update(_error(error))

@@ -40,11 +40,11 @@ _INT32_MAX = 2**31 - 1  # broker ids are Kafka INT32s
 
 
 def _failure(error: ErrorCode, message: str) -> dict[str, Any]:
-    return {"error_code": error.value, "error_message": message}
+    return {"error_code": error, "error_message": message}
 
 
 def _controller_failure(exc: ControllerError) -> dict[str, Any]:
-    return _failure(ErrorCode[exc.code], str(exc))
+    return _failure(exc.code, str(exc))
 
 
 _NOT_CONTROLLER = _failure(ErrorCode.not_controller, "this broker is not the controller")

@@ -6,19 +6,20 @@ import asyncio
 from typing import Any
 
 from slog.broker.dispatcher import CLOSE_CONNECTION, NO_RESPONSE, RequestContext
-from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC, code
+from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC
 from slog.core import batch
 from slog.core.errors import CorruptRecordError, StorageError
 from slog.core.log import RecordTooLargeError
 from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
 from slog.replication.partition import Partition, ReplicaError
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
-CORRUPT_MESSAGE = code("corrupt_message")
-INVALID_RECORD = code("invalid_record")
+CORRUPT_MESSAGE = ErrorCode.corrupt_message
+INVALID_RECORD = ErrorCode.invalid_record
 
 
 # -- Produce ------------------------------------------------------------------------
@@ -53,13 +54,13 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
         appended = partition.append_as_leader(records, required_acks=acks,
                                               min_insync_replicas=min_isr)
     except ReplicaError as exc:
-        result.update(error_code=code(exc.code), error_message=str(exc))
+        result.update(error_code=exc.code, error_message=str(exc))
     except RecordTooLargeError as exc:
-        result.update(error_code=code("message_too_large"), error_message=str(exc))
+        result.update(error_code=ErrorCode.message_too_large, error_message=str(exc))
     except CorruptRecordError as exc:
         result.update(error_code=CORRUPT_MESSAGE, error_message=str(exc))
     except StorageError as exc:
-        result.update(error_code=code("kafka_storage_error"), error_message=str(exc))
+        result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc))
     else:
         result.update(error_code=NONE, base_offset=appended.base_offset,
                       log_append_time=appended.log_append_time,
@@ -77,7 +78,7 @@ async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
         try:
             await partition.wait_for_commit(last, timeout_s, min_isr)
         except ReplicaError as exc:
-            result.update(error_code=code(exc.code), error_message=str(exc), base_offset=-1)
+            result.update(error_code=exc.code, error_message=str(exc), base_offset=-1)
 
     await asyncio.gather(*(one(*commit) for commit in commits))
 
@@ -93,7 +94,7 @@ async def produce(ctx: RequestContext, request: Any) -> Any:
             if acks not in (0, 1, -1):
                 partitions.append({"index": data.index, "base_offset": -1,
                                    "log_append_time": -1, "log_start_offset": -1,
-                                   "error_code": code("invalid_required_acks")})
+                                   "error_code": ErrorCode.invalid_required_acks})
                 continue
             partitions.append(_append(ctx, topic.name, data.index, data.records, acks, commits))
         responses.append({"name": topic.name, "partition_responses": partitions})
@@ -112,9 +113,9 @@ def check_leader_epoch(partition: Partition, requested: int) -> int:
     if requested < 0:
         return NONE
     if requested < partition.leader_epoch:
-        return code("fenced_leader_epoch")
+        return ErrorCode.fenced_leader_epoch
     if requested > partition.leader_epoch:
-        return code("unknown_leader_epoch")
+        return ErrorCode.unknown_leader_epoch
     return NONE
 
 
@@ -173,7 +174,7 @@ MAX_PRODUCER_EPOCH = 32767
 async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if request.transactional_id is not None:
         # Transactions are out of scope; say so in a way clients report clearly.
-        return {"throttle_time": 0, "error_code": code("transactional_id_authorization_failed"),
+        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
                 "producer_id": -1, "producer_epoch": -1}
     current_id = getattr(request, "producer_id", -1)
     current_epoch = getattr(request, "producer_epoch", -1)

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, code
+from slog.broker.handlers.common import NONE
 from slog.broker.offsets_topic import offsets_topic_spec
 from slog.core.acls import Operation, ResourceType
 from slog.groups.coordinator import GroupCoordinator
 from slog.groups.group import GroupSummary
-from slog.groups.member import Errors, JoinResult, SyncResult
+from slog.groups.member import JoinResult, SyncResult
 from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
 from slog.groups.placement import OFFSETS_TOPIC, partition_for
 from slog.groups.requests import (
@@ -32,6 +32,7 @@ from slog.groups.requests import (
     SyncGroupRequest,
 )
 from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
 
 log = logging.getLogger("slog.groups")
@@ -46,10 +47,6 @@ NO_OFFSET = -1
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.broker.groups
-
-
-def _err(error: Errors) -> int:
-    return code(error.value)
 
 
 async def _answer(register: Callable[[Callable[[T], None]], None]) -> T:
@@ -80,25 +77,26 @@ def _find_one(ctx: RequestContext, key: str, key_type: int, creating: bool) -> d
     entry: dict[str, Any] = {"key": key, "node_id": -1, "host": "", "port": -1,
                              "error_code": NONE, "error_message": None}
 
-    def fail(error: str, message: str) -> dict[str, Any]:
-        entry.update(error_code=code(error), error_message=message)
+    def fail(error: ErrorCode, message: str) -> dict[str, Any]:
+        entry.update(error_code=error, error_message=message)
         return entry
 
     if key_type == KEY_TYPE_TRANSACTION:
-        return fail("transactional_id_authorization_failed", "slog has no transactions")
+        return fail(ErrorCode.transactional_id_authorization_failed, "slog has no transactions")
     if key_type != KEY_TYPE_GROUP:
-        return fail("invalid_request", f"unknown coordinator key type {key_type}")
+        return fail(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
     image = ctx.broker.image
     topic = image.topics.get(OFFSETS_TOPIC)
     if creating or topic is None or not topic.partitions:
-        return fail("coordinator_not_available", f"creating {OFFSETS_TOPIC}")
+        return fail(ErrorCode.coordinator_not_available, f"creating {OFFSETS_TOPIC}")
     state = topic.partitions.get(partition_for(key, len(topic.partitions)))
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
-        return fail("coordinator_not_available", "the group's offsets partition has no leader")
+        return fail(ErrorCode.coordinator_not_available,
+                    "the group's offsets partition has no leader")
     address = node.endpoint(ctx.session.listener if ctx.session is not None else None)
     if address is None:
-        return fail("coordinator_not_available",
+        return fail(ErrorCode.coordinator_not_available,
                     "the coordinator has no endpoint on this listener")
     entry.update(node_id=node.broker_id, host=address[0], port=address[1])
     return entry
@@ -133,7 +131,7 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     result: JoinResult = await _answer(
         lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
-        "throttle_time": 0, "error_code": _err(result.error),
+        "throttle_time": 0, "error_code": result.error,
         "generation_id": result.generation_id,
         "protocol_type": result.protocol_type,
         # Before v7 the name is not nullable.
@@ -150,14 +148,14 @@ async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     protocol_name = getattr(request, "protocol_name", None)
     if ctx.version >= 5 and (protocol_type is None or protocol_name is None):
         # Mandatory from v5 on.
-        return {"throttle_time": 0, "error_code": _err(Errors.INCONSISTENT_GROUP_PROTOCOL)}
+        return {"throttle_time": 0, "error_code": ErrorCode.inconsistent_group_protocol}
     syncing = SyncGroupRequest(
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "group_instance_id", None), protocol_type, protocol_name,
         {a.member_id: a.assignment for a in request.assignments})
     result: SyncResult = await _answer(
         lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb))
-    return {"throttle_time": 0, "error_code": _err(result.error),
+    return {"throttle_time": 0, "error_code": result.error,
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
             "assignment": result.assignment}
 
@@ -166,7 +164,7 @@ async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
     error = _coordinator(ctx).handle_heartbeat(HeartbeatRequest(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id))
-    return {"throttle_time": 0, "error_code": _err(error)}
+    return {"throttle_time": 0, "error_code": error}
 
 
 async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -176,10 +174,10 @@ async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     error, errors = _coordinator(ctx).handle_leave_group(request.group_id, leaving)
     if ctx.version < 3:  # one member: its error is the error
-        single = errors[0] if errors and error is Errors.NONE else error
-        return {"throttle_time": 0, "error_code": _err(single)}
-    return {"throttle_time": 0, "error_code": _err(error), "members": [
-        {"member_id": m, "group_instance_id": i, "error_code": _err(e)}
+        single = errors[0] if errors and error is ErrorCode.none else error
+        return {"throttle_time": 0, "error_code": single}
+    return {"throttle_time": 0, "error_code": error, "members": [
+        {"member_id": m, "group_instance_id": i, "error_code": e}
         for (m, i), e in zip(leaving, errors, strict=False)]}
 
 
@@ -194,12 +192,12 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
     retention = millis(getattr(request, "retention_time", None), -1)
     expire = now + retention if retention >= 0 else None
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
-    errors: dict[TopicPartition, Errors] = {}
+    errors: dict[TopicPartition, ErrorCode] = {}
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             if not _known(ctx, *tp):
-                errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             offsets[tp] = OffsetAndMetadata(
                 p.committed_offset, getattr(p, "committed_leader_epoch", NO_EPOCH),
@@ -208,19 +206,19 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
         commit = OffsetCommitRequest(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             request.generation_id_or_member_epoch, offsets)
-        committed: dict[TopicPartition, Errors] = await _answer(
+        committed: dict[TopicPartition, ErrorCode] = await _answer(
             lambda cb: _coordinator(ctx).handle_commit_offsets(commit, cb))
         errors.update(committed)
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": _err(errors.get((t.name, p.partition_index), Errors.NONE))}
+             "error_code": errors.get((t.name, p.partition_index), ErrorCode.none)}
             for p in t.partitions]}
         for t in request.topics]}
 
 
 def _fetched_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
-                    partition_error: Errors = Errors.NONE) -> list[dict[str, Any]]:
+                    partition_error: ErrorCode = ErrorCode.none) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in offsets.items():
         topics.setdefault(topic, []).append({
@@ -228,7 +226,7 @@ def _fetched_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
             "committed_offset": NO_OFFSET if value is None else value.offset,
             "committed_leader_epoch": NO_EPOCH if value is None else value.leader_epoch,
             "metadata": "" if value is None else value.metadata,
-            "error_code": _err(partition_error)})
+            "error_code": partition_error})
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]
 
 
@@ -236,11 +234,11 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
     wanted = None if topics is None else \
         [(t.name, p) for t in topics for p in t.partition_indexes]
     error, offsets = _coordinator(ctx).handle_fetch_offsets(group_id, wanted)
-    if error is not Errors.NONE:
+    if error is not ErrorCode.none:
         if ctx.version < 2:  # no top-level error yet: every partition carries it
             return {"topics": _fetched_topics(dict.fromkeys(wanted or ()), error),
-                    "error_code": _err(error)}
-        return {"topics": [], "error_code": _err(error)}
+                    "error_code": error}
+        return {"topics": [], "error_code": error}
     if wanted is None:
         # All of the group's offsets: only for topics the principal may describe (as
         # Kafka does; named topics were checked before the handler ran).
@@ -261,23 +259,23 @@ async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known = [tp for tp in requested if _known(ctx, *tp)]
     error, errors = _coordinator(ctx).handle_delete_offsets(request.group_id, known)
-    if error is not Errors.NONE:
-        return {"throttle_time": 0, "error_code": _err(error), "topics": []}
+    if error is not ErrorCode.none:
+        return {"throttle_time": 0, "error_code": error, "topics": []}
     return {"throttle_time": 0, "error_code": NONE, "topics": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": _err(errors.get((t.name, p.partition_index),
-                                           Errors.UNKNOWN_TOPIC_OR_PARTITION))}
+             "error_code": errors.get((t.name, p.partition_index),
+                                      ErrorCode.unknown_topic_or_partition)}
             for p in t.partitions]}
         for t in request.topics]}
 
 
 # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------------
-def _described(group_id: str, error: Errors, summary: GroupSummary, operations: int
+def _described(group_id: str, error: ErrorCode, summary: GroupSummary, operations: int
                ) -> dict[str, Any]:
-    failed = error is not Errors.NONE
+    failed = error is not ErrorCode.none
     return {
-        "error_code": _err(error), "group_id": group_id,
+        "error_code": error, "group_id": group_id,
         "group_state": "" if failed else summary.state,
         "protocol_type": "" if failed else summary.protocol_type,
         "protocol_data": "" if failed else summary.protocol,
@@ -301,7 +299,7 @@ async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     error, groups = _coordinator(ctx).handle_list_groups(getattr(request, "states_filter", ()))
-    return {"throttle_time": 0, "error_code": _err(error), "groups": [
+    return {"throttle_time": 0, "error_code": error, "groups": [
         {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in groups
         if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g)]}  # Kafka filters by ACL
 
@@ -309,7 +307,7 @@ async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     errors = _coordinator(ctx).handle_delete_groups(request.groups_names)
     return {"throttle_time": 0, "results": [
-        {"group_id": g, "error_code": _err(errors[g])} for g in request.groups_names]}
+        {"group_id": g, "error_code": errors[g]} for g in request.groups_names]}
 
 
 HANDLERS = {

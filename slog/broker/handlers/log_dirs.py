@@ -12,10 +12,11 @@ from collections import defaultdict
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, code
+from slog.broker.handlers.common import NONE
 from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 
-KAFKA_STORAGE_ERROR = code("kafka_storage_error")
+KAFKA_STORAGE_ERROR = ErrorCode.kafka_storage_error
 
 
 def _wanted(request: Any) -> dict[str, set[int]] | None:

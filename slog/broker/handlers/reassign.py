@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, NOT_CONTROLLER, code
+from slog.broker.handlers.common import NONE, NOT_CONTROLLER
 from slog.protocol.apis import ApiKey
 from slog.replication.reassignment import in_progress
 
@@ -31,7 +31,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> di
         for entry in topic.partitions:
             error = outcome[(topic.name, entry.partition_index)]
             results.append({"partition_index": entry.partition_index,
-                            "error_code": code(error.code) if error else NONE,
+                            "error_code": error.code if error else NONE,
                             "error_message": str(error) if error else None})
         responses.append({"name": topic.name, "partitions": results})
     return {"throttle_time": 0, "error_code": NONE, "error_message": None,

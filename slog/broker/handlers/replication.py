@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, NOT_CONTROLLER, NOT_LEADER, UNKNOWN_TOPIC, code
+from slog.broker.handlers.common import NONE, NOT_CONTROLLER, NOT_LEADER, UNKNOWN_TOPIC
 from slog.broker.handlers.data import check_leader_epoch
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
@@ -62,7 +62,7 @@ async def alter_partition(ctx: RequestContext, request: Any) -> dict[str, Any]:
             state = outcome.get(id(entry), ControllerError(ErrorCode.unknown_topic_id,
                                                            "no topic has that id"))
             if isinstance(state, ControllerError):
-                result["error_code"] = code(state.code)
+                result["error_code"] = state.code
             else:
                 result.update(leader_id=state.leader, leader_epoch=state.leader_epoch,
                               isr=list(state.isr), partition_epoch=state.partition_epoch)
@@ -82,11 +82,11 @@ async def elect_leaders(ctx: RequestContext, request: Any) -> dict[str, Any]:
     outcome = controller.elect_leaders(preferred, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, number), error in outcome.items():
-        if wanted is None and error is not None and error.code == "election_not_needed":
+        if wanted is None and error is not None and error.code is ErrorCode.election_not_needed:
             continue  # "every partition": report only the ones that could change
         by_topic.setdefault(topic, []).append({
             "partition_id": number,
-            "error_code": code(error.code) if error else NONE,
+            "error_code": error.code if error else NONE,
             "error_message": str(error) if error else None,
         })
     return {"throttle_time": 0, "error_code": NONE, "replica_election_results": [

@@ -11,15 +11,16 @@ import logging
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE, code
+from slog.broker.handlers.common import NONE
 from slog.core.scram import SaslError
 from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 
 log = logging.getLogger("slog.broker.sasl")
 
-ILLEGAL_SASL_STATE = code("illegal_sasl_state")
-UNSUPPORTED_MECHANISM = code("unsupported_sasl_mechanism")
-AUTHENTICATION_FAILED = code("sasl_authentication_failed")
+ILLEGAL_SASL_STATE = ErrorCode.illegal_sasl_state
+UNSUPPORTED_MECHANISM = ErrorCode.unsupported_sasl_mechanism
+AUTHENTICATION_FAILED = ErrorCode.sasl_authentication_failed
 
 
 async def sasl_handshake(ctx: RequestContext, request: Any) -> dict[str, Any]:
