@@ -146,9 +146,11 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
         yield from _configs(op.DESCRIBE_CONFIGS, request)
     elif api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
         yield from _configs(op.ALTER_CONFIGS, request)
-    elif api_key in (ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS):
+    elif api_key in (ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+                     ApiKey.ALTER_USER_SCRAM_CREDENTIALS):
         yield _cluster(op.ALTER)
-    elif api_key in (ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS):
+    elif api_key in (ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS,
+                     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS):
         yield _cluster(op.DESCRIBE)
     elif api_key == ApiKey.ALTER_PARTITION:
         yield _cluster(op.CLUSTER_ACTION)

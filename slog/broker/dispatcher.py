@@ -24,7 +24,6 @@ from slog.broker.forwarding import (
     ENVELOPE_VERSION,
     EnvelopeError,
     Forwarder,
-    check_sender,
     envelope_response,
     unwrap,
 )
@@ -173,10 +172,9 @@ class Dispatcher:
             log.info("malformed Envelope from %s: %s", peer, exc)
             return CLOSE_CONNECTION
         try:
-            check_sender(self._broker.security, session)
+            inner = unwrap(envelope, self._broker.security, session)
             if self._broker.controller is None:
                 raise EnvelopeError(ErrorCode.not_controller, "this broker is not the controller")
-            inner = unwrap(envelope)
         except EnvelopeError as exc:
             log.info("refused an Envelope from %s (%s): %s", peer,
                      session.principal if session else "?", exc)

@@ -12,12 +12,18 @@ forwarding broker relays to the client unchanged: one answer, Kafka's codes.
 When the controller cannot be reached, or has just stopped being the
 controller, the client gets the API's NOT_CONTROLLER answer and retries.
 
-Who may send an Envelope: with SASL on, only a connection authenticated as
-the inter-broker principal (``User:__broker``). Without SASL nobody can prove
-to be a broker; that is harmless without an authorizer (principals decide
-nothing), but with an authorizer the forwarded principal and host would be
-claims anyone could make, so the controller refuses Envelopes and brokers
-answer NOT_CONTROLLER instead of forwarding, as before KIP-590.
+Who may send an Envelope: when principals matter (SASL or an authorizer is
+on), only a broker. A broker proves it in one of two ways: its connection
+logged in as the inter-broker principal (``User:__broker``), or the Envelope's
+principal carries a signature, an HMAC over the principal, the client's
+address and the whole inner request, keyed by the cluster's inter-broker
+secret (``inter-broker.secret`` in the shared data dir, which only brokers can
+read). Kafka leaves the principal's serialization to a pluggable serde; slog's
+is ``Type:name``, then, when signed, a NUL and the 32-byte HMAC. The signature
+is what lets a cluster with ACLs but without SASL forward: there, a broker's
+connection is as anonymous as a client's, and the claimed principal and host
+would otherwise be claims anyone could make. Without SASL and without an
+authorizer principals decide nothing, and any Envelope is served.
 
 Envelope is not advertised in ApiVersions: Kafka only offers it on the
 controller listener, never to clients, and every slog broker knows its peers
@@ -27,6 +33,8 @@ speak it (they run the same code).
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import ipaddress
 import logging
 import struct
@@ -51,6 +59,7 @@ CONTROLLER_APIS: Final = frozenset({
     ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS,
     ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
     ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
 })
 FORWARD_TIMEOUT_S = 10.0  # below clients' usual 30 s request timeout
 _INT32 = struct.Struct(">i")
@@ -62,21 +71,38 @@ class EnvelopeError(KafkaApiError):
 
 
 # -- what an Envelope carries ---------------------------------------------------------
-def encode_principal(principal: str) -> bytes:
-    """slog's principal serde: Kafka's "Type:name" string, UTF-8."""
-    return principal.encode()
+_SIGNATURE_BYTES: Final = 32
 
 
-def decode_principal(raw: bytes | None) -> str:
+def _signature(key: bytes, principal: bytes, host: bytes, request_data: bytes) -> bytes:
+    message = b"".join((struct.pack(">HH", len(principal), len(host)), principal, host,
+                        request_data))
+    return hmac.new(key, message, hashlib.sha256).digest()
+
+
+def encode_principal(principal: str, host: bytes, request_data: bytes,
+                     key: bytes | None) -> bytes:
+    """slog's principal serde: Kafka's "Type:name" string, UTF-8, signed when ``key``
+    is given (module docstring)."""
+    raw = principal.encode()
+    if key is None:
+        return raw
+    return raw + b"\0" + _signature(key, raw, host, request_data)
+
+
+def decode_principal(raw: bytes | None) -> tuple[str, bytes | None]:
+    """(principal, signature or None)."""
+    data = bytes(raw) if raw is not None else b""
+    name_part, nul, signature = data.partition(b"\0")
     try:
-        principal = bytes(raw).decode() if raw is not None else ""
+        principal = name_part.decode()
     except UnicodeDecodeError:
         principal = ""
     kind, colon, name = principal.partition(":")
-    if not (kind and colon and name):
+    if not (kind and colon and name) or (nul and len(signature) != _SIGNATURE_BYTES):
         raise EnvelopeError(ErrorCode.invalid_request,
                             f"the forwarded principal {principal!r} is not Type:name")
-    return principal
+    return principal, signature if nul else None
 
 
 def encode_host(host: str) -> bytes:
@@ -96,9 +122,13 @@ def decode_host(raw: bytes) -> str:
     return str(ipaddress.ip_address(bytes(raw)))
 
 
+def principals_matter(security: Security) -> bool:
+    return security.sasl_enabled or security.authorizer_enabled
+
+
 def envelopes_trusted(security: Security) -> bool:
     """Whether this cluster can tell a broker's Envelope from a client's (module docstring)."""
-    return security.sasl_enabled or not security.authorizer_enabled
+    return not principals_matter(security) or security.envelope_key is not None
 
 
 # -- the controller's side ----------------------------------------------------------------
@@ -110,17 +140,28 @@ class Unwrapped:
     session: Session  # the client's principal and address, as the forwarding broker saw them
 
 
-def check_sender(security: Security, sender: Session | None) -> None:
-    """EnvelopeError unless ``sender`` may forward requests (module docstring)."""
-    if not envelopes_trusted(security) or \
-            (security.sasl_enabled and (sender is None or sender.principal != BROKER_PRINCIPAL)):
+def _from_a_broker(security: Security, sender: Session | None, envelope: Any,
+                   signature: bytes | None) -> bool:
+    if not principals_matter(security):
+        return True
+    if sender is not None and sender.authenticated and sender.principal == BROKER_PRINCIPAL:
+        return True
+    key = security.envelope_key
+    if key is None or signature is None:
+        return False
+    principal = bytes(envelope.request_principal)[:-(_SIGNATURE_BYTES + 1)]
+    expected = _signature(key, principal, bytes(envelope.client_host_address),
+                          bytes(envelope.request_data))
+    return hmac.compare_digest(expected, signature)
+
+
+def unwrap(envelope: Any, security: Security, sender: Session | None) -> Unwrapped:
+    """The request inside ``envelope``, or EnvelopeError if it cannot be served
+    (CLUSTER_AUTHORIZATION_FAILED unless a broker sent it)."""
+    principal, signature = decode_principal(envelope.request_principal)
+    if not _from_a_broker(security, sender, envelope, signature):
         raise EnvelopeError(ErrorCode.cluster_authorization_failed,
                             "only brokers may forward requests")
-
-
-def unwrap(envelope: Any) -> Unwrapped:
-    """The request inside ``envelope``, or EnvelopeError if it cannot be served."""
-    principal = decode_principal(envelope.request_principal)
     host = decode_host(envelope.client_host_address)
     frame = bytes(envelope.request_data)
     try:
@@ -158,11 +199,13 @@ class Forwarder:
         """The encoded response (size prefix included) for the client, or None if no
         answer can be built (the connection is then closed)."""
         client = session or Session()
+        data, host = bytes(frame), encode_host(client.host)
         try:
             answer = await self._channel.request(ApiKey.ENVELOPE, ENVELOPE_VERSION, {
-                "request_data": bytes(frame),
-                "request_principal": encode_principal(client.principal or ANONYMOUS),
-                "client_host_address": encode_host(client.host)})
+                "request_data": data,
+                "request_principal": encode_principal(client.principal or ANONYMOUS, host, data,
+                                                      self._security.envelope_key),
+                "client_host_address": host})
         except _CHANNEL_ERRORS as exc:
             log.info("forwarding api %d to the controller failed: %s", header.api_key, exc)
             return _error_answer(header, request, ErrorCode.not_controller)

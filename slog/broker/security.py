@@ -10,12 +10,15 @@
 Inter-broker connections (replica fetchers, AlterPartition to the controller)
 authenticate as ``User:__broker`` with the cluster's inter-broker secret
 (``inter-broker.secret`` in the shared data dir); that principal is always a
-super user. No config file has to carry a broker password.
+super user. No config file has to carry a broker password. The same secret
+keys the signature of forwarded requests (:mod:`slog.broker.forwarding`), so a
+cluster with ACLs but without SASL can forward too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +36,7 @@ from slog.core.credentials import (
 from slog.core.listeners import configured_listeners, inter_broker_listener
 from slog.core.scram import (
     PLAIN,
+    SCRAM_MECHANISMS,
     SCRAM_SHA_256,
     SaslError,
     SaslLogin,
@@ -81,24 +85,39 @@ class Security:
         self.settings = AuthorizerSettings(settings.super_users | {BROKER_PRINCIPAL},
                                            settings.allow_everyone_if_no_acl_found)
         self._data_dir = Path(config.data_dir)
-        self._broker_credential: ScramCredential | None = None
+        self._broker_credentials: dict[str, ScramCredential] = {}
         self.inter_broker_login: SaslLogin | None = None
+        self.envelope_key: bytes | None = None  # signs forwarded principals (forwarding.py)
 
     def load_inter_broker_secret(self) -> None:
-        """Read (or create) the cluster's inter-broker secret: start-up, after the data dir."""
-        if not self.sasl_enabled:
+        """Read (or create) the cluster's inter-broker secret: start-up, after the data dir.
+
+        Only a cluster where principals matter (SASL or an authorizer) needs one."""
+        if not (self.sasl_enabled or self.authorizer_enabled):
             return
         secret = inter_broker_secret(self._data_dir)
-        self._broker_credential = derive_credential(secret)
+        self.envelope_key = hashlib.sha256(b"slog envelope key\0" + secret.encode()).digest()
+        if not self.sasl_enabled:
+            return
+        self._broker_credentials = {m: derive_credential(secret, mechanism=m)
+                                    for m in SCRAM_MECHANISMS}
         if not self.inter_broker.sasl:
             return  # brokers may log in on a SASL listener, but talk to each other without
-        mechanism = SCRAM_SHA_256 if SCRAM_SHA_256 in self.mechanisms else PLAIN
+        mechanism = next((m for m in SCRAM_MECHANISMS if m in self.mechanisms), PLAIN)
         self.inter_broker_login = SaslLogin(mechanism, BROKER_USER, secret)
 
-    def lookup(self, username: str) -> ScramCredential | None:
+    def lookup(self, username: str, mechanism: str = SCRAM_SHA_256) -> ScramCredential | None:
         if username == BROKER_USER:
-            return self._broker_credential
-        return self.credentials.lookup(username)
+            return self._broker_credentials.get(mechanism)
+        return self.credentials.lookup(username, mechanism)
+
+    def plain_credential(self, username: str) -> ScramCredential | None:
+        """What a PLAIN password is checked against: any of the user's SCRAM credentials."""
+        for mechanism in SCRAM_MECHANISMS:
+            credential = self.lookup(username, mechanism)
+            if credential is not None:
+                return credential
+        return None
 
     # -- SASL ------------------------------------------------------------------------
     def authenticate(self, session: Session, token: bytes) -> bytes:
@@ -108,14 +127,16 @@ class Security:
         """
         if session.mechanism == PLAIN:
             username, password = parse_plain_token(token)
-            credential = self.lookup(username)
+            credential = self.plain_credential(username)
             if credential is None or not check_password(credential, password):
                 raise SaslError(f"authentication failed for {username!r}")
             self._succeed(session, username)
             return b""
-        if session.mechanism == SCRAM_SHA_256:
+        if session.mechanism in SCRAM_MECHANISMS:
             if session.scram is None:
-                session.scram = ScramServer(self.lookup)
+                mechanism = session.mechanism
+                session.scram = ScramServer(lambda user: self.lookup(user, mechanism),
+                                            mechanism=mechanism)
             answer = session.scram.step(token)
             if session.scram.done:
                 self._succeed(session, session.scram.username)

@@ -274,6 +274,19 @@ def _prepare_process() -> typer.Typer:
     return app_for_run(sys.argv[1:])
 
 
+def _end_quietly_if_stdout_closed(exc: SystemExit) -> None:
+    """Click answers a broken stdout (``slog dump-log ... | head``) with status 1; Unix
+    tools end with 0 there. Click marks that case by wrapping stdout, which is how it
+    is told apart from a real failure. Commands talking to brokers handle it earlier
+    (``common.client_errors``)."""
+    # By name: typer ships its own copy of click, so the class is not click's.
+    if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        from slog.cli.output import discard_stdout
+
+        discard_stdout()
+        raise SystemExit(0) from None
+
+
 def main() -> None:
     """Entry point: no traceback reaches the user unless --debug or SLOG_DEBUG is set."""
     from slog.cli.common import EXIT_FAILURE, debug_enabled
@@ -281,6 +294,9 @@ def main() -> None:
     run = _prepare_process()
     try:
         run(prog_name="slog")
+    except SystemExit as exc:
+        _end_quietly_if_stdout_closed(exc)
+        raise
     except Exception as exc:
         if debug_enabled():
             raise

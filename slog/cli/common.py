@@ -154,8 +154,20 @@ def select_names(names: list[str] | None, regex: str | None, available: list[str
 @contextmanager
 def client_errors(bootstrap: str) -> Iterator[None]:
     """Turn client exceptions into one-line errors with the documented exit codes."""
+    from slog.cli.output import StdoutClosed, discard_stdout, stdout_reader_gone
+
     try:
         yield
+    except StdoutClosed:
+        raise typer.Exit(EXIT_OK) from None  # `slog ... | head`: as other Unix tools do
+    except BrokenPipeError as exc:
+        if stdout_reader_gone():
+            discard_stdout()
+            raise typer.Exit(EXIT_OK) from None
+        explained = explain_error(exc, bootstrap)
+        if explained is None:
+            raise
+        fail(*explained)
     except Exception as exc:
         explained = explain_error(exc, bootstrap)
         if explained is None:
@@ -186,6 +198,7 @@ def _error_table() -> list[tuple[type[BaseException] | int, int, str, str | None
     template, hint). The first match wins, so codes and subclasses come before their
     bases. A ``ValueError`` is a usage error only when it says so (``ArgumentError``, or
     the client's ``InvalidArgumentError``): any other one is a bug, reported as unexpected."""
+    from slog.client.connection import UnsupportedApiError
     from slog.client.errors import (
         BrokerUnavailableError,
         ErrorCode,
@@ -209,6 +222,8 @@ def _error_table() -> list[tuple[type[BaseException] | int, int, str, str | None
         (KafkaError, EXIT_FAILURE, "{exc}", None),
         (InvalidArgumentError, EXIT_USAGE, "{exc}", None),
         (ArgumentError, EXIT_USAGE, "{exc}", None),
+        # Another Kafka-protocol cluster may lack an API: say which, not "lost the connection".
+        (UnsupportedApiError, EXIT_FAILURE, "{exc}", None),
         (ConnectionError, EXIT_UNREACHABLE, "lost the connection to {bootstrap}: {exc}", None),
         (TimeoutError, EXIT_UNREACHABLE, "lost the connection to {bootstrap}: {exc}", None),
     ]

@@ -17,7 +17,7 @@ from slog.cli.common import (
     client_errors,
     fail,
 )
-from slog.cli.output import LongOutputOption, OutputFormat, print_record
+from slog.cli.output import LongOutputOption, OutputFormat, print_record, until_stdout_closes
 
 # kcat's tokens; %v is slog's name for the value and %s kcat's.
 _TOKEN = re.compile(r"%[kvsptoThKS%]|\\[nt\\]")
@@ -156,15 +156,16 @@ def consume(
                                                  starts).items():
                 consumer.seek(tp, position)
             pending = {tp for tp in tps if consumer.position(tp) < ends[tp]}
-            while not (exit_at_end and not pending):
-                for record in consumer.poll(timeout_ms=200):
-                    _print(record, fmt, output)
-                    seen += 1
-                    if max_messages is not None and seen >= max_messages:
-                        return
-                sys.stdout.flush()
-                if exit_at_end:
-                    pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
+            with until_stdout_closes():
+                while not (exit_at_end and not pending):
+                    for record in consumer.poll(timeout_ms=200):
+                        _print(record, fmt, output)
+                        seen += 1
+                        if max_messages is not None and seen >= max_messages:
+                            return
+                    sys.stdout.flush()
+                    if exit_at_end:
+                        pending = {tp for tp in pending if consumer.position(tp) < ends[tp]}
         except KeyboardInterrupt:
             pass
         finally:
@@ -230,24 +231,25 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
             # _Printed has RebalanceListener's three methods without importing the client early.
             consumer.subscribe(topics, listener=printed)  # type: ignore[arg-type]
             ends: dict[Any, int] = {}
-            while max_messages is None or seen < max_messages:
-                for record in consumer.poll(timeout_ms=200):
-                    _print(record, fmt, output)
-                    printed.next[TopicPartition(record.topic, record.partition)] = \
-                        record.offset + 1
-                    seen += 1
-                    if max_messages is not None and seen >= max_messages:
-                        break
-                sys.stdout.flush()
-                printed.commit(asynchronous=True)
-                assigned = consumer.assignment()
-                if exit_at_end and assigned:
-                    if set(ends) != assigned:
-                        ends = found_offsets(list_offsets(
-                            consumer.cluster, dict.fromkeys(assigned, "latest")))
-                    if all(printed.next.get(tp, consumer.position(tp)) >= ends[tp]
-                           for tp in assigned):
-                        break
+            with until_stdout_closes():
+                while max_messages is None or seen < max_messages:
+                    for record in consumer.poll(timeout_ms=200):
+                        _print(record, fmt, output)
+                        printed.next[TopicPartition(record.topic, record.partition)] = \
+                            record.offset + 1
+                        seen += 1
+                        if max_messages is not None and seen >= max_messages:
+                            break
+                    sys.stdout.flush()
+                    printed.commit(asynchronous=True)
+                    assigned = consumer.assignment()
+                    if exit_at_end and assigned:
+                        if set(ends) != assigned:
+                            ends = found_offsets(list_offsets(
+                                consumer.cluster, dict.fromkeys(assigned, "latest")))
+                        if all(printed.next.get(tp, consumer.position(tp)) >= ends[tp]
+                               for tp in assigned):
+                            break
             printed.commit()
         except KeyboardInterrupt:
             printed.commit()

@@ -47,8 +47,8 @@ Generated from the app by `python -m slog.cli.docgen --write`; do not edit by ha
 
 | code | meaning |
 |------|---------|
-| 0 | success |
-| 1 | failure, partial failure, or an unhealthy cluster |
+| 0 | success (also when stdout closes early, as when piped into `head`) |
+| 1 | failure, partial failure, an unhealthy cluster, or an API the cluster does not offer |
 | 2 | usage error (bad option, bad file, nothing to do) |
 | 3 | no broker could be reached |
 | 4 | not found (topic, group, partition, broker) |

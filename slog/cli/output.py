@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -36,6 +37,50 @@ OutputOption = Annotated[OutputFormat, typer.Option(
 LongOutputOption = Annotated[OutputFormat, typer.Option(
     "--output", help="table (the --format text), json (one object per line) or yaml "
                      "(one document per record).")]
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away (``slog consume ... | head``): end quietly, status 0."""
+
+
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe nobody reads any more (poll reports an error on it).
+
+    Tells a closed stdout apart from a broken connection to a broker: both
+    raise BrokenPipeError.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    if not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def discard_stdout() -> None:
+    """Point stdout's descriptor at the null device, so the flushes still to come
+    (``finally`` blocks, the one at exit) succeed instead of raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+@contextmanager
+def until_stdout_closes() -> Iterator[None]:
+    """Around a loop streaming to stdout: its reader going away raises StdoutClosed,
+    with stdout already discarded so clean-up code can still flush and close."""
+    try:
+        yield
+    except BrokenPipeError:
+        if not stdout_reader_gone():
+            raise
+        discard_stdout()
+        raise StdoutClosed from None
 
 
 def colour_enabled(stream: Any) -> bool:

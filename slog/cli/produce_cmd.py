@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, BinaryIO, Protocol
 
@@ -24,6 +25,14 @@ from slog.cli.common import (
 from slog.cli.output import OutputFormat, OutputOption, Progress, print_data, progress_bar
 
 ACKS = {"0": 0, "1": 1, "all": -1, "-1": -1}
+
+
+class PartitionerChoice(StrEnum):
+    """The key hashes of slog.client.partitioner (names kept in step by a test)."""
+
+    murmur3 = "murmur3"
+    murmur2 = "murmur2"
+    crc32 = "crc32"
 
 
 def _parse_headers(pairs: list[str]) -> tuple[tuple[str, bytes], ...]:
@@ -105,6 +114,9 @@ def produce(
     compression: Annotated[str, typer.Option(
         help="none, gzip, snappy, lz4 or zstd.")] = "none",
     linger_ms: Annotated[float, typer.Option(help="Wait this long to fill batches.")] = 5,
+    partitioner: Annotated[PartitionerChoice, typer.Option(
+        help="Key hash: murmur3 (slog), murmur2 (Java, kafka-python) or crc32 "
+             "(librdkafka's consistent).")] = PartitionerChoice.murmur3,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
@@ -117,6 +129,7 @@ def produce(
       printf 'alice:hi\\nbob:yo\\n' | slog produce chat -K:
       slog produce orders -f orders.txt -K, --acks all
       slog produce orders -f orders.txt -o json
+      slog produce orders -K: --partitioner murmur2   # keys land where Java's would
     """
     from slog.client import Producer
     from slog.core.compression import codec_from_name
@@ -152,7 +165,8 @@ def produce(
     with client_errors(bootstrap), handle, \
             progress_bar(f"producing {file}", size, output=output, in_bytes=True) as bar:
         producer = Producer(bootstrap, acks=ACKS[acks], compression=compression,
-                            linger_ms=linger_ms, client_id="slog-cli")
+                            linger_ms=linger_ms, partitioner=partitioner.value,
+                            client_id="slog-cli")
         send = producer.send
         source = _CountingReader(handle, bar) if file is not None else handle
         key: bytes | None
@@ -183,7 +197,8 @@ def produce(
     if output.structured:
         print_data({"topic": topic, "records": count - failed, "errors": failed,
                     "bytes": sent_bytes, "elapsed_s": round(elapsed, 3),
-                    "records_per_s": round(count / elapsed, 1), "error": reason}, output)
+                    "records_per_s": round(count / elapsed, 1), "error": reason,
+                    "partitioner": partitioner.value}, output)
     else:
         print(f"produced {count - failed} of {count} records ({sent_bytes} bytes) to {topic} "
               f"in {elapsed:.2f}s, {count / elapsed:,.0f} records/s", file=sys.stderr)

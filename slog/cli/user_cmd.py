@@ -1,8 +1,9 @@
 """``slog user add|list|delete``: SASL users in the credentials file brokers read.
 
-Only the SCRAM-SHA-256 credential (salt, iterations, StoredKey, ServerKey) is
-written; PLAIN logins are checked against it too. Brokers pick changes up at
-the next login, without a restart.
+A user gets a SCRAM-SHA-256 and a SCRAM-SHA-512 credential (salt, iterations,
+StoredKey, ServerKey; never the password); PLAIN logins are checked against
+them too. Admin clients manage the same file through AlterUserScramCredentials.
+Brokers pick changes up at the next login, without a restart.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 from slog.cli.common import EXIT_NOT_FOUND, EXIT_USAGE, DataDirOption, default_data_dir, fail
 from slog.cli.output import OutputFormat, OutputOption, emit
 
-app = typer.Typer(help="Add, list and delete SASL users (PLAIN and SCRAM-SHA-256).",
+app = typer.Typer(help="Add, list and delete SASL users (PLAIN, SCRAM-SHA-256/512).",
                   no_args_is_help=True)
 
 CredentialsFileOption = Annotated[Path | None, typer.Option(
@@ -70,21 +71,24 @@ def add(
     """
     from slog.core.credentials import (
         CredentialsError,
+        by_mechanism,
         load_credentials,
         save_credentials,
         validate_user_name,
     )
-    from slog.core.scram import derive_credential
+    from slog.core.scram import SCRAM_MECHANISMS, derive_credential
 
     try:
         validate_user_name(name)
         path = _path(data_dir, credentials_file, create=True)
         users = load_credentials(path)
-        credential = derive_credential(_read_password(password_stdin), iterations=iterations)
+        password = _read_password(password_stdin)
+        credentials = by_mechanism(*(derive_credential(password, iterations=iterations,
+                                                       mechanism=m) for m in SCRAM_MECHANISMS))
     except (CredentialsError, ValueError) as exc:
         fail(str(exc), code=EXIT_USAGE)
     status = "updated" if name in users else "added"
-    users[name] = credential
+    users[name] = credentials
     try:
         save_credentials(path, users)
     except OSError as exc:
@@ -104,14 +108,14 @@ def list_users(
     Example: slog user list -o json
     """
     from slog.core.credentials import CredentialsError, load_credentials
-    from slog.core.scram import SCRAM_SHA_256
 
     try:
         users = load_credentials(_path(data_dir, credentials_file))
     except CredentialsError as exc:
         fail(str(exc))
-    rows = [{"user": name, "mechanism": SCRAM_SHA_256, "iterations": c.iterations}
-            for name, c in sorted(users.items())]
+    rows = [{"user": name, "mechanism": mechanism, "iterations": c.iterations}
+            for name, credentials in sorted(users.items())
+            for mechanism, c in sorted(credentials.items())]
     emit(rows, ["user", "mechanism", "iterations"], output)
 
 

@@ -7,7 +7,7 @@ module                 job
 =====================  ==========================================================
 ``connection``         one broker connection: version negotiation, pipelining
 ``cluster``            bootstrap, metadata cache, per-broker connection pool
-``partitioner``        explicit / murmur3 key hash / sticky null-key partitioning
+``partitioner``        explicit / murmur3, murmur2 or crc32 key hash / sticky null-key partitioning
 ``accumulator``        per-partition open batches that ``send()`` appends to
 ``sender``             the producer's background thread: requests, retries
 ``producer``           :class:`Producer`

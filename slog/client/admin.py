@@ -11,7 +11,9 @@ the method would have returned.
 Requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
 IncrementalAlterConfigs, AlterPartitionReassignments, ElectLeaders) go to the
 controller named in fresh metadata (any broker would forward them; this saves
-the hop) and are retried once after NOT_CONTROLLER (the controller moved).
+the hop) and are retried once after NOT_CONTROLLER (the controller moved). A
+cluster naming no controller, or one it does not list (KRaft, proxies), gets
+them on any broker.
 Everything else goes to any broker, or to partition leaders for ListOffsets, or
 to the broker itself for its configs.
 For elections, ELECTION_NOT_NEEDED is an outcome, not a failure.
@@ -419,10 +421,11 @@ class Admin:
         """The DescribeLogDirs version to use on ``conn`` (raises if it has none we speak)."""
         from slog.client.connection import UnsupportedApiError
 
-        low, high = conn.versions.get(ApiKey.DESCRIBE_LOG_DIRS, (0, -1))
-        chosen = min(cls.DESCRIBE_LOG_DIRS_VERSION, high)
-        if chosen < max(low, 1):
-            raise UnsupportedApiError(f"broker {conn.address} does not support DescribeLogDirs")
+        offered = conn.versions.get(ApiKey.DESCRIBE_LOG_DIRS, (0, -1))
+        chosen = min(cls.DESCRIBE_LOG_DIRS_VERSION, offered[1])
+        if chosen < max(offered[0], 1):
+            raise UnsupportedApiError(ApiKey.DESCRIBE_LOG_DIRS, conn.address, offered,
+                                      (1, cls.DESCRIBE_LOG_DIRS_VERSION))
         return chosen
 
     @staticmethod

@@ -20,6 +20,7 @@ from typing import Any
 from slog.client.connection import (
     _FROM_ENV,
     BrokerConnection,
+    UnsupportedApiError,
     tls_context,
     tls_context_from_env,
 )
@@ -27,7 +28,6 @@ from slog.client.errors import (
     BrokerUnavailableError,
     ConnectionClosedError,
     InvalidArgumentError,
-    NotControllerError,
 )
 from slog.client.types import (
     BrokerMetadata,
@@ -143,6 +143,8 @@ class ClusterClient:
             if conn is not None and conn.connected:
                 try:
                     return conn.request(api_key, body)
+                except UnsupportedApiError:
+                    raise  # the broker answered without the API; trying others would hide that
                 except ConnectionError:
                     conn.close()
             failures = []
@@ -151,6 +153,9 @@ class ClusterClient:
                 try:
                     conn.connect()
                     response = conn.request(api_key, body)
+                except UnsupportedApiError:
+                    self._meta_conn = conn
+                    raise
                 except ConnectionError as exc:
                     conn.close()
                     failures.append(str(exc))
@@ -235,11 +240,17 @@ class ClusterClient:
             conn.close()
 
     def controller_request(self, api_key: int, body: dict[str, Any]) -> Any:
-        """Send a request to the controller (from fresh metadata)."""
+        """Send a request to the controller (from fresh metadata), else to any broker.
+
+        A cluster may name no controller (-1), or one that is not among the
+        brokers it lists (KRaft clusters hide their controllers, as do proxies
+        and managed services): then any broker takes admin requests and routes
+        them itself, as Kafka's brokers do.
+        """
         self.refresh_metadata([])
         controller = self.metadata.controller_id
-        if controller < 0:
-            raise NotControllerError(message="the cluster has no controller right now")
+        if controller not in self.metadata.brokers:
+            return self.request_any(api_key, body)
         conn = self.connection(controller)
         try:
             return conn.request(api_key, body)

@@ -55,6 +55,7 @@ __all__ = [
     "BrokerUnavailableError",
     "ConnectionClosedError",
     "UnsupportedApiError",
+    "api_name",
 ]
 
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -133,8 +134,33 @@ def _cached_context(enabled: bool, ca: str | None, cert: str | None, key: str | 
     return tls_context("SSL" if enabled else None, ca, cert, key)
 
 
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API (``ListGroups``), or ``API <n>`` for one slog does not know."""
+    try:
+        return "".join(word.capitalize() for word in ApiKey(api_key).name.split("_"))
+    except ValueError:
+        return f"API {api_key}"
+
+
 class UnsupportedApiError(ConnectionError):
-    """The broker does not speak this API in any version slog speaks."""
+    """The broker does not speak this API in any version slog speaks.
+
+    Raised before anything is sent, so the connection stays usable. The message
+    names the API, which is what a user of another Kafka-protocol cluster (one
+    without, say, ListGroups) needs to know.
+    """
+
+    def __init__(self, api_key: int, address: str, offered: tuple[int, int] = (0, -1),
+                 ours: tuple[int, int] = (0, 0)):
+        self.api_key = api_key
+        self.api = api_name(api_key)
+        low, high = offered
+        if high < low:
+            detail = f"broker {address} does not offer it"
+        else:
+            detail = (f"broker {address} offers versions {low}-{high}, "
+                      f"slog speaks {ours[0]}-{ours[1]}")
+        super().__init__(f"this cluster does not support {self.api} ({detail})")
 
 
 class _Pending(NamedTuple):
@@ -276,12 +302,10 @@ class BrokerConnection:
 
     def version_for(self, api_key: int) -> int:
         ours = CLIENT_MAX_VERSIONS.get(api_key, 0)
-        low, high = self.versions.get(api_key, (0, -1))
-        chosen = min(ours, high)
-        if chosen < low:
-            raise UnsupportedApiError(
-                f"broker {self.address} does not support api {api_key} in a version slog speaks"
-            )
+        offered = self.versions.get(api_key, (0, -1))
+        chosen = min(ours, offered[1])
+        if chosen < offered[0]:
+            raise UnsupportedApiError(api_key, self.address, offered, (0, ours))
         return chosen
 
     # -- requests --------------------------------------------------------------------

@@ -49,11 +49,11 @@ class OffsetAndMetadata(NamedTuple):
 
 
 def version(conn: BrokerConnection, api_key: int) -> int:
-    low, high = conn.versions.get(api_key, (0, -1))
-    chosen = min(GROUP_API_VERSIONS[api_key], high)
-    if chosen < low:
-        raise UnsupportedApiError(f"broker {conn.address} does not support api {api_key} "
-                                  "in a version slog speaks")
+    offered = conn.versions.get(api_key, (0, -1))
+    chosen = min(GROUP_API_VERSIONS[api_key], offered[1])
+    if chosen < offered[0]:
+        raise UnsupportedApiError(api_key, conn.address, offered,
+                                  (0, GROUP_API_VERSIONS[api_key]))
     return chosen
 
 

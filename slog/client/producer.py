@@ -14,6 +14,9 @@ Defaults differ from Kafka's where throughput on one machine wins:
 ``batch_size`` is 256 KiB (Kafka: 16 KiB) because a Python client pays per
 request, not per byte, and a 256 KiB batch still fits Kafka's default
 ``max.message.bytes`` (1 MiB) and ``max_request_size`` with room to spare.
+``partitioner`` picks the key hash (:mod:`slog.client.partitioner`): ``murmur3``
+(slog's default), ``murmur2`` to place keys as Java and kafka-python producers
+do, ``crc32`` as librdkafka's ``consistent``.
 Everything else follows Kafka: ``acks="all"``, idempotence on when acks is
 all, ``linger_ms=5``, ``retries`` unbounded within ``delivery_timeout_ms``.
 """
@@ -32,7 +35,7 @@ from slog.client.accumulator import (
 )
 from slog.client.cluster import ClusterClient, client_tls
 from slog.client.errors import InvalidArgumentError, KafkaError, KafkaTimeoutError
-from slog.client.partitioner import StickyPartitioner, key_partition
+from slog.client.partitioner import DEFAULT_PARTITIONER, StickyPartitioner, key_partitioner
 from slog.client.sender import Sender
 from slog.client.types import ClusterMetadata
 from slog.core.compression import codec_from_name
@@ -77,6 +80,7 @@ class Producer:
         retry_backoff_ms: int = 100,
         request_timeout_ms: int = 30_000,
         max_in_flight: int = 5,
+        partitioner: str = DEFAULT_PARTITIONER,
         max_request_size: int = 1024 * 1024,
         buffer_memory: int = 64 * 1024 * 1024,
         max_block_ms: int = 60_000,
@@ -98,6 +102,7 @@ class Producer:
         if batch_size <= 0 or max_in_flight <= 0:
             raise InvalidArgumentError("batch_size and max_in_flight must be positive")
         self.idempotent = enable_idempotence
+        self._key_partition = key_partitioner(partitioner)
         self._max_block_s = max_block_ms / 1000
         self._retry_backoff_s = retry_backoff_ms / 1000
         self._cluster = ClusterClient(bootstrap, client_id=client_id,
@@ -154,7 +159,7 @@ class Producer:
             count = self._partition_count(topic)
         if partition is None:
             partition = self._sticky.partition(topic, count) if key is None \
-                else key_partition(key, count)
+                else self._key_partition(key, count)
         elif not 0 <= partition < count:
             count = self._partition_count(topic, refresh=True)
             if not 0 <= partition < count:

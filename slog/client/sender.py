@@ -19,7 +19,9 @@ partition is "recovering": batches are resent in sequence order, one in
 flight at a time, until the retried one succeeds; OUT_OF_ORDER_SEQUENCE for a
 batch behind a retried one is expected then and retried too. A fatal
 sequence or epoch error fails that batch and makes the sender fetch a new
-producer id (sequences restart at 0) for what is still queued.
+producer id (sequences restart at 0) for what is still queued. A batch the
+broker refused outright (INVALID_RECORD, ...) used no sequences: the queued
+batches behind it are renumbered to close the gap.
 """
 
 from __future__ import annotations
@@ -397,8 +399,24 @@ class Sender(threading.Thread):
             return
         error = ProduceError(code, message, topic=batch.topic, partition=batch.partition)
         self._finish(batch, error=error)
-        if self._idempotent and not stale_id and code in _PRODUCER_STATE_ERRORS:
-            self._reset_producer_id(error)
+        if self._idempotent and not stale_id:
+            if code in _PRODUCER_STATE_ERRORS:
+                self._reset_producer_id(error)
+            elif not retriable:  # refused for good; a timed-out batch may have landed
+                self._reuse_sequences(batch, queue)
+
+    def _reuse_sequences(self, refused: ProducerBatch, queue: _PartitionQueue) -> None:
+        """A batch the broker refused (INVALID_RECORD, MESSAGE_TOO_LARGE...) took no sequences.
+
+        Later batches of the partition that were never sent are renumbered from
+        its base sequence, so they do not arrive after a gap. One already sent
+        keeps its numbers: it gets OUT_OF_ORDER_SEQUENCE and a new producer id.
+        """
+        if queue.in_flight or any(b.attempts for b in queue.batches):
+            return
+        queue.next_sequence = refused.base_sequence
+        for batch in queue.batches:
+            self._seal(batch, queue)
 
     def _connection_failed(self, broker: int, reason: str, now: float,
                            unsent: _InFlight | None = None) -> None:

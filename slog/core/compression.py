@@ -158,3 +158,56 @@ def _snappy_decompress(data: BytesLike) -> bytes:
         parts.append(bytes(decompress_raw(view[pos : pos + length])))
         pos += length
     return b"".join(parts)
+
+
+def decompress_at_most(codec: int, data: BytesLike, max_bytes: int) -> bytes:
+    """Decompress as :func:`decompress` does, but never produce more than ``max_bytes``.
+
+    For records a broker decodes from a client: a zstd frame of a few hundred
+    bytes can hold gigabytes. Snappy blocks state their length up front; the
+    stream codecs decompress into a buffer that grows (from 8x the input) up
+    to ``max_bytes``. Output beyond that raises CorruptRecordError.
+    """
+    if codec == NONE:
+        if len(data) > max_bytes:
+            raise CorruptRecordError(f"records section of {len(data)} bytes exceeds {max_bytes}")
+        return bytes(data)
+    if codec == SNAPPY:
+        if _snappy_length(data) > max_bytes:
+            raise CorruptRecordError(f"snappy data decompresses to more than {max_bytes} bytes")
+        return decompress(codec, data)
+    module = {GZIP: cramjam.gzip, LZ4: cramjam.lz4, ZSTD: cramjam.zstd}.get(codec)
+    if module is None:
+        raise CorruptRecordError(f"unknown compression codec id {codec}")
+    size = min(max_bytes, max(64 * 1024, 8 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            written = module.decompress_into(data, out)
+        except Exception as exc:  # cramjam says "failed to write whole buffer" when full
+            if size >= max_bytes:
+                raise CorruptRecordError(
+                    f"{CODEC_NAMES[codec]} data is corrupt or decompresses to more than "
+                    f"{max_bytes} bytes: {exc}") from exc
+            size = min(max_bytes, size * 4)
+            continue
+        return bytes(memoryview(out)[:written])
+
+
+def _snappy_length(data: BytesLike) -> int:
+    """The decompressed size snappy data declares (raw, or the sum of its xerial blocks)."""
+    view = memoryview(data).cast("B")
+    try:
+        if len(view) < len(XERIAL_HEADER) or view[: len(XERIAL_MAGIC)] != XERIAL_MAGIC:
+            return int(cramjam.snappy.decompress_raw_len(view))
+        total, pos, end = 0, len(XERIAL_HEADER), len(view)
+        while pos + 4 <= end:
+            (length,) = _INT32.unpack_from(view, pos)
+            pos += 4
+            if length < 0 or pos + length > end:
+                break  # decompress() reports the bad framing
+            total += int(cramjam.snappy.decompress_raw_len(view[pos : pos + length]))
+            pos += length
+        return total
+    except Exception as exc:  # the codec library raises assorted types on bad input
+        raise CorruptRecordError(f"snappy decompression failed: {exc}") from exc

@@ -189,8 +189,8 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "ssl.protocol": ("TLSv1.3", _choice("TLS", "TLSv1.2", "TLSv1.3")),
     "ssl.enabled.protocols": ("TLSv1.2,TLSv1.3", _choice("TLSv1.2", "TLSv1.3", many=True)),
     "ssl.endpoint.identification.algorithm": ("https", _choice("https", "")),
-    "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256",
-                                _choice("PLAIN", "SCRAM-SHA-256", many=True)),
+    "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                                _choice("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", many=True)),
     "sasl.credentials.file": ("", str.strip),  # empty: credentials.json in the data dir
     "authorizer.class.name": ("", str.strip),  # any non-empty value turns ACLs on
     "super.users": ("", str.strip),  # User:a;User:b

@@ -1,12 +1,16 @@
-"""The SASL credentials file: user name → SCRAM credential (hashed secrets only).
+"""The SASL credentials file: user name → SCRAM mechanism → credential (hashed secrets only).
 
 The file (``credentials.json`` in the data dir unless ``sasl.credentials.file``
 names another) is JSON, written atomically with mode 0600::
 
-    {"version": 1, "users": {"alice": {"mechanism": "SCRAM-SHA-256", "salt": "...",
-     "iterations": 4096, "stored_key": "...", "server_key": "..."}}}
+    {"version": 2, "users": {"alice": {"SCRAM-SHA-256": {"salt": "...",
+     "iterations": 4096, "stored_key": "...", "server_key": "..."},
+     "SCRAM-SHA-512": {...}}}}
 
-Brokers re-read it when it changes, so ``slog user add`` takes effect at once.
+A user has one credential per SCRAM mechanism, as in Kafka (KIP-554).
+Version 1 files (one SCRAM-SHA-256 credential per user) are still read.
+Writers are ``slog user`` and the controller (AlterUserScramCredentials);
+brokers re-read the file when it changes, so a change takes effect at once.
 
 Brokers log in to each other as :data:`BROKER_USER` with a random secret kept
 in ``inter-broker.secret`` (0600) in the data dir, which every broker of the
@@ -25,10 +29,15 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TypeAlias
 
 from slog.core.errors import SlogError
 from slog.core.names import DataDirLayout
-from slog.core.scram import SCRAM_SHA_256, ScramCredential
+from slog.core.scram import SCRAM_MECHANISMS, SCRAM_SHA_256, ScramCredential
+
+# user name → mechanism → credential
+Users: TypeAlias = dict[str, dict[str, ScramCredential]]
+FILE_VERSION = 2
 
 BROKER_USER = "__broker"  # the inter-broker principal; reserved, always a super user
 MAX_USER_NAME = 256
@@ -57,25 +66,41 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
+def by_mechanism(*credentials: ScramCredential) -> dict[str, ScramCredential]:
+    """One user's credentials, keyed by mechanism (the value type of :data:`Users`)."""
+    return {c.mechanism: c for c in credentials}
+
+
 def _encode(credential: ScramCredential) -> dict[str, object]:
-    return {"mechanism": SCRAM_SHA_256, "salt": _b64(credential.salt),
-            "iterations": credential.iterations, "stored_key": _b64(credential.stored_key),
+    return {"salt": _b64(credential.salt), "iterations": credential.iterations,
+            "stored_key": _b64(credential.stored_key),
             "server_key": _b64(credential.server_key)}
 
 
-def _decode(name: str, entry: Mapping[str, object]) -> ScramCredential:
+def _decode(name: str, mechanism: str, entry: Mapping[str, object]) -> ScramCredential:
+    if mechanism not in SCRAM_MECHANISMS:
+        raise CredentialsError(f"{name!r} has a credential for unknown mechanism {mechanism!r}")
     try:
         return ScramCredential(
             salt=base64.b64decode(str(entry["salt"])),
             # A JSON value: int() raises TypeError or ValueError for a bad one, caught below.
             iterations=int(entry["iterations"]),  # type: ignore[call-overload]
             stored_key=base64.b64decode(str(entry["stored_key"])),
-            server_key=base64.b64decode(str(entry["server_key"])))
+            server_key=base64.b64decode(str(entry["server_key"])),
+            mechanism=mechanism)
     except (KeyError, TypeError, ValueError) as exc:
         raise CredentialsError(f"credentials of {name!r} are malformed: {exc}") from exc
 
 
-def load_credentials(path: Path) -> dict[str, ScramCredential]:
+def _decode_user(name: str, entry: Mapping[str, Mapping[str, object]], version: int
+                 ) -> dict[str, ScramCredential]:
+    if version == 1:  # one SCRAM-SHA-256 credential, with the mechanism inside it
+        return {SCRAM_SHA_256: _decode(name, SCRAM_SHA_256, entry)}
+    return {str(mechanism): _decode(name, str(mechanism), fields)
+            for mechanism, fields in entry.items()}
+
+
+def load_credentials(path: Path) -> Users:
     """Every user in the file; an absent file means no users."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -84,16 +109,24 @@ def load_credentials(path: Path) -> dict[str, ScramCredential]:
     except OSError as exc:
         raise CredentialsError(f"cannot read {path}: {exc.strerror or exc}") from exc
     try:
-        users = json.loads(text)["users"]
-        return {str(name): _decode(str(name), entry) for name, entry in users.items()}
+        body = json.loads(text)
+        version, users = int(body.get("version", 1)), body["users"]
+        if version not in (1, FILE_VERSION):
+            raise ValueError(f"unknown version {version}")
+        return {str(name): _decode_user(str(name), entry, version)
+                for name, entry in users.items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CredentialsError(f"{path} is not a slog credentials file: {exc}") from exc
 
 
-def save_credentials(path: Path, users: Mapping[str, ScramCredential]) -> None:
-    """Replace the file atomically; it is created 0600 and never world-readable."""
+def save_credentials(path: Path, users: Mapping[str, Mapping[str, ScramCredential]]) -> None:
+    """Replace the file atomically; it is created 0600 and never world-readable.
+
+    A user left with no credential is dropped (Kafka has no such user either)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    body = {"version": 1, "users": {name: _encode(c) for name, c in sorted(users.items())}}
+    body = {"version": FILE_VERSION, "users": {
+        name: {mechanism: _encode(c) for mechanism, c in sorted(credentials.items())}
+        for name, credentials in sorted(users.items()) if credentials}}
     fd, tmp = tempfile.mkstemp(prefix=".credentials-", dir=path.parent)  # mkstemp: mode 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -113,13 +146,17 @@ class CredentialStore:
 
     def __init__(self, path: Path):
         self.path = path
-        self._stamp: tuple[int, int] | None = None
-        self._users: dict[str, ScramCredential] = {}
+        self._stamp: tuple[int, int, int] | None = None
+        self._users: Users = {}
 
-    def lookup(self, username: str) -> ScramCredential | None:
+    def lookup(self, username: str, mechanism: str = SCRAM_SHA_256) -> ScramCredential | None:
+        return self.users().get(username, {}).get(mechanism)
+
+    def users(self) -> Users:
+        """Every user as the file holds them now (do not modify the answer)."""
         try:
             stat = self.path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
+            stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)  # a new file: a new inode
         except OSError:
             stamp = None
         if stamp != self._stamp:
@@ -129,7 +166,7 @@ class CredentialStore:
                 pass  # keep the last good copy while a writer replaces the file
             else:
                 self._stamp = stamp
-        return self._users.get(username)
+        return self._users
 
 
 def inter_broker_secret(data_dir: Path) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 MIB = 1024 * 1024
@@ -134,11 +135,11 @@ class LogConfig:
                 f"invalid value {value} for configuration {name}: must be between {low} and {high}"
             )
 
-    @property
+    @cached_property
     def cleanup_policies(self) -> frozenset[str]:
         return frozenset(p.strip() for p in self.cleanup_policy.split(",") if p.strip())
 
-    @property
+    @cached_property  # read on every produce to a partition: worked out once per config
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policies
 

@@ -1,4 +1,4 @@
-"""SCRAM-SHA-256 (RFC 5802 / RFC 7677) and SASL/PLAIN messages, with no I/O.
+"""SCRAM-SHA-256/512 (RFC 5802 / RFC 7677) and SASL/PLAIN messages, with no I/O.
 
 Both sides live here because the broker (server side), the replica fetchers and
 slog's client (client side) all need them. A credential keeps only the salt,
@@ -24,8 +24,11 @@ from dataclasses import dataclass
 from slog.core.errors import SlogError
 
 SCRAM_SHA_256 = "SCRAM-SHA-256"
+SCRAM_SHA_512 = "SCRAM-SHA-512"
 PLAIN = "PLAIN"
-MECHANISMS = (PLAIN, SCRAM_SHA_256)
+SCRAM_MECHANISMS = (SCRAM_SHA_256, SCRAM_SHA_512)
+MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+_HASH_NAMES = {SCRAM_SHA_256: "sha256", SCRAM_SHA_512: "sha512"}
 DEFAULT_ITERATIONS = 4096  # RFC 7677's minimum, and Kafka's default
 MIN_ITERATIONS = 4096
 MAX_ITERATIONS = 1_000_000  # a stored count above this is refused, not computed
@@ -43,38 +46,66 @@ class ScramCredential:
     iterations: int
     stored_key: bytes
     server_key: bytes
+    mechanism: str = SCRAM_SHA_256
 
 
-def _hmac(key: bytes, message: bytes) -> bytes:
-    return hmac.new(key, message, hashlib.sha256).digest()
+def _hash_name(mechanism: str) -> str:
+    try:
+        return _HASH_NAMES[mechanism]
+    except KeyError:
+        raise ValueError(f"{mechanism!r} is not a SCRAM mechanism") from None
 
 
-def _salted_password(password: str, salt: bytes, iterations: int) -> bytes:
-    return hashlib.pbkdf2_hmac("sha256", password.encode("utf-8"), salt, iterations)
+def digest_size(mechanism: str) -> int:
+    """The length of a salted password (and of each key) for ``mechanism``."""
+    return hashlib.new(_hash_name(mechanism)).digest_size
+
+
+def _hmac(key: bytes, message: bytes, hash_name: str) -> bytes:
+    return hmac.new(key, message, hash_name).digest()
+
+
+def _digest(data: bytes, hash_name: str) -> bytes:
+    return hashlib.new(hash_name, data).digest()
+
+
+def _salted_password(password: str, salt: bytes, iterations: int,
+                     hash_name: str) -> bytes:
+    return hashlib.pbkdf2_hmac(hash_name, password.encode("utf-8"), salt, iterations)
 
 
 def _xor(a: bytes, b: bytes) -> bytes:
     return bytes(x ^ y for x, y in zip(a, b, strict=True))
 
 
+def credential_from_salted_password(mechanism: str, salt: bytes, iterations: int,
+                                    salted_password: bytes) -> ScramCredential:
+    """The stored form of a password a client already salted (AlterUserScramCredentials
+    carries SaltedPassword, never the password)."""
+    hash_name = _hash_name(mechanism)
+    client_key = _hmac(salted_password, b"Client Key", hash_name)
+    return ScramCredential(salt, iterations, _digest(client_key, hash_name),
+                           _hmac(salted_password, b"Server Key", hash_name), mechanism)
+
+
 def derive_credential(password: str, salt: bytes | None = None,
-                      iterations: int = DEFAULT_ITERATIONS) -> ScramCredential:
+                      iterations: int = DEFAULT_ITERATIONS,
+                      mechanism: str = SCRAM_SHA_256) -> ScramCredential:
     """The stored form of ``password`` (a fresh random salt unless one is given)."""
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ValueError(f"iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}")
     salt = secrets.token_bytes(16) if salt is None else salt
-    salted = _salted_password(password, salt, iterations)
-    client_key = _hmac(salted, b"Client Key")
-    return ScramCredential(salt, iterations, hashlib.sha256(client_key).digest(),
-                           _hmac(salted, b"Server Key"))
+    salted = _salted_password(password, salt, iterations, _hash_name(mechanism))
+    return credential_from_salted_password(mechanism, salt, iterations, salted)
 
 
 def check_password(credential: ScramCredential, password: str) -> bool:
     """Whether ``password`` is the one ``credential`` was derived from (for PLAIN)."""
     if not MIN_ITERATIONS <= credential.iterations <= MAX_ITERATIONS:
         return False
-    salted = _salted_password(password, credential.salt, credential.iterations)
-    stored = hashlib.sha256(_hmac(salted, b"Client Key")).digest()
+    hash_name = _hash_name(credential.mechanism)
+    salted = _salted_password(password, credential.salt, credential.iterations, hash_name)
+    stored = _digest(_hmac(salted, b"Client Key", hash_name), hash_name)
     return hmac.compare_digest(stored, credential.stored_key)
 
 
@@ -139,7 +170,9 @@ def parse_plain_token(token: bytes) -> tuple[str, str]:
 class ScramClient:
     """The client's two messages, and the check of the server's signature."""
 
-    def __init__(self, username: str, password: str, nonce: str | None = None):
+    def __init__(self, username: str, password: str, nonce: str | None = None,
+                 mechanism: str = SCRAM_SHA_256):
+        self._hash = _hash_name(mechanism)
         self._password = password
         self._nonce = nonce or secrets.token_urlsafe(18)
         self._first_bare = f"n={_escape_name(username)},r={self._nonce}"
@@ -156,12 +189,14 @@ class ScramClient:
             raise SaslError("bad SCRAM server-first message")
         if not MIN_ITERATIONS <= int(iterations) <= MAX_ITERATIONS:
             raise SaslError(f"server asked for {iterations} SCRAM iterations")
-        salted = _salted_password(self._password, _unb64(salt), int(iterations))
+        hash_name = self._hash
+        salted = _salted_password(self._password, _unb64(salt), int(iterations), hash_name)
         without_proof = f"c={_b64(_GS2_HEADER.encode())},r={nonce}"
         auth_message = f"{self._first_bare},{text},{without_proof}".encode()
-        client_key = _hmac(salted, b"Client Key")
-        signature = _hmac(hashlib.sha256(client_key).digest(), auth_message)
-        self._server_signature = _hmac(_hmac(salted, b"Server Key"), auth_message)
+        client_key = _hmac(salted, b"Client Key", hash_name)
+        signature = _hmac(_digest(client_key, hash_name), auth_message, hash_name)
+        self._server_signature = _hmac(_hmac(salted, b"Server Key", hash_name), auth_message,
+                                       hash_name)
         return f"{without_proof},p={_b64(_xor(client_key, signature))}".encode()
 
     def verify_server_final(self, server_final: bytes) -> None:
@@ -176,12 +211,14 @@ class ScramClient:
 class ScramServer:
     """Two steps: client-first → server-first, client-final → server-final.
 
-    ``lookup`` returns the credential of a user, or None; an unknown user is
-    answered with a made-up salt so that the failure only shows at the end.
+    ``lookup`` returns the user's credential for ``mechanism``, or None; an
+    unknown user is answered with a made-up salt so that the failure only shows
+    at the end.
     """
 
     def __init__(self, lookup: Callable[[str], ScramCredential | None],
-                 nonce: str | None = None):
+                 nonce: str | None = None, mechanism: str = SCRAM_SHA_256):
+        self._hash = _hash_name(mechanism)
         self._lookup = lookup
         self._nonce = nonce or secrets.token_urlsafe(18)
         self._state = "first"
@@ -214,6 +251,8 @@ class ScramServer:
         if authzid and authzid != f"a={fields['n']}":
             raise SaslError("SCRAM authorization id differs from the user name")
         credential = self._lookup(self.username)
+        if credential is not None and _HASH_NAMES.get(credential.mechanism) != self._hash:
+            credential = None  # a credential for another mechanism cannot prove this one
         self._credential = credential
         salt = credential.salt if credential else hashlib.sha256(
             self.username.encode() + b"slog").digest()[:16]
@@ -239,14 +278,15 @@ class ScramServer:
         credential = self._credential
         if credential is None:
             raise SaslError(f"authentication failed for {self.username!r}")
+        hash_name = self._hash
         auth_message = f"{self._messages},{without_proof}".encode()
-        signature = _hmac(credential.stored_key, auth_message)
+        signature = _hmac(credential.stored_key, auth_message, hash_name)
         proof = _unb64(proof_part)
         if len(proof) != len(signature) or not hmac.compare_digest(
-                hashlib.sha256(_xor(proof, signature)).digest(), credential.stored_key):
+                _digest(_xor(proof, signature), hash_name), credential.stored_key):
             raise SaslError(f"authentication failed for {self.username!r}")
         self._state = "done"
-        return f"v={_b64(_hmac(credential.server_key, auth_message))}".encode()
+        return f"v={_b64(_hmac(credential.server_key, auth_message, hash_name))}".encode()
 
 
 # -- the client's side of a whole exchange ----------------------------------------------
@@ -277,7 +317,7 @@ def client_exchange(login: SaslLogin) -> Generator[bytes, bytes, None]:
     if login.mechanism == PLAIN:
         yield plain_token(login.username, login.password)
         return
-    client = ScramClient(login.username, login.password)
+    client = ScramClient(login.username, login.password, mechanism=login.mechanism)
     server_first = yield client.first_message()
     server_final = yield client.final_message(server_first)
     client.verify_server_final(server_final)

@@ -75,6 +75,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
     ENVELOPE = 58
@@ -157,6 +159,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.DESCRIBE_ACLS, 1, 3),
     (ApiKey.CREATE_ACLS, 1, 3),
     (ApiKey.DELETE_ACLS, 1, 3),
+    # KIP-554: SCRAM users managed by admin clients (only v0 exists).
+    (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
+    (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
     # kio: 0-2. v2 adds broker-type filtering for controllers (KIP-919).
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic

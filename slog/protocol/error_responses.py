@@ -244,6 +244,12 @@ def _delete_acls(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
         cls, "filter_results", ({"error_code": e} for _ in req.filters)))
 
 
+def _alter_user_scram_credentials(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return _fill(cls, throttle_time=_NO_TIME, results=_rows(
+        cls, "results", ({"user": user, "error_code": e} for user in users)))
+
+
 def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     # v1-3 have no top-level error code: one log-dir result carries it.
     result = _fill(_item(cls, "results"), error_code=e, log_dir="", topics=(),
@@ -336,6 +342,8 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (_top_level, False),
     ApiKey.OFFSET_DELETE: (_top_level, False),
     ApiKey.DESCRIBE_CLUSTER: (_top_level, False),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_top_level, False),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_alter_user_scram_credentials, True),
     ApiKey.ALTER_PARTITION: (_top_level, False),
     ApiKey.ENVELOPE: (_top_level, False),
 }

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import random
+import zlib
 
 import mmh3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slog.client.partitioner import Partitioner, StickyPartitioner, key_partition
+from slog.client.partitioner import (
+    Partitioner,
+    StickyPartitioner,
+    key_partition,
+    key_partitioner,
+    murmur2,
+)
 
 
 @given(key=st.binary(max_size=64), partitions=st.integers(1, 1000))
@@ -64,3 +71,23 @@ def test_sticky_with_one_partition_and_shrinking_counts() -> None:
     big.partition("u", 1000)
     assert big.partition("u", 2) in (0, 1)  # a stale choice beyond the count is redrawn
     assert Partitioner(random.Random(3)).partition("v", None, 3) in range(3)
+
+
+@given(key=st.binary(max_size=64), partitions=st.integers(1, 1000))
+def test_murmur2_is_kafka_pythons_default_partitioner_hash(key: bytes, partitions: int) -> None:
+    from kafka.partitioner.default import murmur2 as reference
+
+    assert murmur2(key) == reference(key) & 0xFFFFFFFF
+    assert key_partitioner("murmur2")(key, partitions) == \
+        (reference(key) & 0x7FFFFFFF) % partitions
+
+
+@given(key=st.binary(max_size=64), partitions=st.integers(1, 1000))
+def test_crc32_is_the_ieee_crc_mod_count(key: bytes, partitions: int) -> None:
+    assert key_partitioner("crc32")(key, partitions) == zlib.crc32(key) % partitions
+
+
+def test_partitioner_uses_the_named_hash_for_keys_only() -> None:
+    partitioner = Partitioner(random.Random(5), hash_name="crc32")
+    assert partitioner.partition("t", b"alice", 13) == zlib.crc32(b"alice") % 13
+    assert partitioner.partition("t", None, 13) == partitioner.sticky.partition("t", 13)

@@ -13,9 +13,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from slog.client.connection import BrokerConnection
-from slog.core.credentials import save_credentials
+from slog.core.credentials import by_mechanism, save_credentials
 from slog.core.names import ensure_data_dir
-from slog.core.scram import SaslLogin, derive_credential
+from slog.core.scram import SCRAM_MECHANISMS, SaslLogin, derive_credential
 from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess, running_broker
 from tests.cluster.conftest import FAST, Cluster
@@ -27,8 +27,9 @@ ACLS = {**SASL, "authorizer.class.name": "slog", "super.users": "User:admin"}
 
 def add_users(data_dir: Path) -> None:
     ensure_data_dir(data_dir)
-    save_credentials(data_dir / "credentials.json",
-                     {name: derive_credential(pw) for name, pw in PASSWORDS.items()})
+    save_credentials(data_dir / "credentials.json", {
+        name: by_mechanism(*(derive_credential(pw, mechanism=m) for m in SCRAM_MECHANISMS))
+        for name, pw in PASSWORDS.items()})
 
 
 def sasl_conf(broker: BrokerProcess | str, user: str, mechanism: str = "SCRAM-SHA-256",

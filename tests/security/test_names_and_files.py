@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slog.core.credentials import load_credentials, save_credentials
+from slog.core.credentials import by_mechanism, load_credentials, save_credentials
 from slog.core.errors import InvalidTopicError
 from slog.core.names import DataDirLayout
 from slog.core.scram import derive_credential
@@ -54,7 +54,7 @@ def test_group_ids_only_pick_an_offsets_partition(tmp_path_factory: Any, group: 
 def test_user_names_are_keys_not_paths(tmp_path_factory: Any, name: str) -> None:
     root = tmp_path_factory.mktemp("users")
     path = root / "credentials.json"
-    save_credentials(path, {name: derive_credential("pw")})
+    save_credentials(path, {name: by_mechanism(derive_credential("pw"))})
     assert sorted(p.name for p in root.iterdir()) == ["credentials.json"]
     assert list(load_credentials(path)) == [name]
 

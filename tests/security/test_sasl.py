@@ -19,7 +19,7 @@ from slog.protocol.shapes import shape
 from tests.brokers import BrokerProcess, run_cli
 from tests.security.conftest import PASSWORDS, produce_and_consume, sasl_conf
 
-MECHANISMS = ["PLAIN", "SCRAM-SHA-256"]
+MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
 
 @pytest.mark.parametrize("mechanism", MECHANISMS)
@@ -122,7 +122,7 @@ def test_handshake_then_a_request_before_authenticating_is_closed(
     try:
         handshake = client.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
         assert handshake.error_code == 0
-        assert set(handshake.mechanisms) == {"PLAIN", "SCRAM-SHA-256"}
+        assert set(handshake.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
         assert client.closed_after(ApiKey.METADATA, 1, METADATA)
     finally:
         client.close()

@@ -50,7 +50,7 @@ from confluent_kafka.admin import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slog.core.credentials import load_credentials, save_credentials
+from slog.core.credentials import by_mechanism, load_credentials, save_credentials
 from slog.core.scram import ScramClient, derive_credential, plain_token
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
@@ -108,8 +108,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     users = load_credentials(data / "credentials.json")
     # A credential stored with an absurd iteration count: checking a PLAIN
     # password against it must be refused, not computed for hours.
-    users["hugeiter"] = dataclasses.replace(derive_credential("hugeiter-secret"),
-                                            iterations=HUGE_ITERATIONS)
+    users["hugeiter"] = by_mechanism(dataclasses.replace(derive_credential("hugeiter-secret"),
+                                                         iterations=HUGE_ITERATIONS))
     save_credentials(data / "credentials.json", users)
     with running_broker(data, **ACLS, **TARGET_CONFIG) as broker:
         with logged_in("admin"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import stat
 from pathlib import Path
@@ -12,19 +13,24 @@ import pytest
 from slog.core.credentials import (
     CredentialsError,
     CredentialStore,
+    by_mechanism,
     inter_broker_secret,
     load_credentials,
     save_credentials,
     validate_user_name,
 )
 from slog.core.scram import (
+    SCRAM_SHA_256,
+    SCRAM_SHA_512,
     SaslError,
     SaslLogin,
     ScramClient,
     ScramServer,
     check_password,
     client_exchange,
+    credential_from_salted_password,
     derive_credential,
+    digest_size,
     parse_plain_token,
     plain_token,
 )
@@ -102,13 +108,17 @@ def test_check_password_against_the_scram_credential() -> None:
 
 def test_credentials_file_is_private_and_holds_no_password(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
-    save_credentials(path, {"alice": derive_credential("hunter2-secret")})
+    save_credentials(path, {"alice": by_mechanism(
+        derive_credential("hunter2-secret"),
+        derive_credential("hunter2-secret", mechanism=SCRAM_SHA_512))})
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     text = path.read_text()
     assert "hunter2-secret" not in text
-    assert set(json.loads(text)["users"]["alice"]) == {
-        "mechanism", "salt", "iterations", "stored_key", "server_key"}
-    assert check_password(load_credentials(path)["alice"], "hunter2-secret")
+    stored = json.loads(text)["users"]["alice"]
+    assert set(stored) == {SCRAM_SHA_256, SCRAM_SHA_512}
+    assert set(stored[SCRAM_SHA_512]) == {"salt", "iterations", "stored_key", "server_key"}
+    for credential in load_credentials(path)["alice"].values():
+        assert check_password(credential, "hunter2-secret")
     assert not list(tmp_path.glob(".credentials-*"))  # no temporary file left behind
 
 
@@ -116,8 +126,9 @@ def test_store_rereads_a_changed_file(tmp_path: Path) -> None:
     path = tmp_path / "credentials.json"
     store = CredentialStore(path)
     assert store.lookup("alice") is None
-    save_credentials(path, {"alice": derive_credential("one")})
+    save_credentials(path, {"alice": by_mechanism(derive_credential("one"))})
     assert store.lookup("alice") is not None
+    assert store.lookup("alice", SCRAM_SHA_512) is None
     save_credentials(path, {})
     assert store.lookup("alice") is None
     path.write_text("{not json")  # a broken file keeps the last good copy
@@ -136,3 +147,44 @@ def test_inter_broker_secret_is_created_once_and_private(tmp_path: Path) -> None
     first = inter_broker_secret(tmp_path)
     assert first == inter_broker_secret(tmp_path) and len(first) >= 32
     assert stat.S_IMODE((tmp_path / "inter-broker.secret").stat().st_mode) == 0o600
+
+
+def test_scram_sha_512_exchange_and_mechanism_mismatch() -> None:
+    sha512 = derive_credential("pw", mechanism=SCRAM_SHA_512)
+    assert len(sha512.stored_key) == len(sha512.server_key) == 64
+    server = ScramServer(lambda n: sha512, mechanism=SCRAM_SHA_512)
+    conversation = client_exchange(SaslLogin(SCRAM_SHA_512, "alice", "pw"))
+    final = server.step(conversation.send(server.step(next(conversation))))
+    with pytest.raises(StopIteration):
+        conversation.send(final)
+    assert server.done
+    # A SCRAM-SHA-256 exchange cannot be proven with the SHA-512 credential.
+    server = ScramServer(lambda n: sha512, mechanism=SCRAM_SHA_256)
+    conversation = client_exchange(SaslLogin(SCRAM_SHA_256, "alice", "pw"))
+    with pytest.raises(SaslError, match="authentication failed"):
+        server.step(conversation.send(server.step(next(conversation))))
+
+
+def test_credential_from_a_client_salted_password() -> None:
+    """AlterUserScramCredentials carries Hi(password, salt, i), as Kafka's clients compute it."""
+    for mechanism, hash_name in ((SCRAM_SHA_256, "sha256"), (SCRAM_SHA_512, "sha512")):
+        salted = hashlib.pbkdf2_hmac(hash_name, b"pw", b"salt", 8192)
+        assert credential_from_salted_password(mechanism, b"salt", 8192, salted) == \
+            derive_credential("pw", salt=b"salt", iterations=8192, mechanism=mechanism)
+        assert digest_size(mechanism) == len(salted)
+    with pytest.raises(ValueError):
+        derive_credential("pw", mechanism="SCRAM-MD5")
+
+
+def test_version_1_credentials_files_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "credentials.json"
+    credential = derive_credential("old")
+    path.write_text(json.dumps({"version": 1, "users": {"bob": {
+        "mechanism": SCRAM_SHA_256, "salt": base64.b64encode(credential.salt).decode(),
+        "iterations": credential.iterations,
+        "stored_key": base64.b64encode(credential.stored_key).decode(),
+        "server_key": base64.b64encode(credential.server_key).decode()}}}))
+    assert load_credentials(path) == {"bob": {SCRAM_SHA_256: credential}}
+    path.write_text(json.dumps({"version": 9, "users": {}}))
+    with pytest.raises(CredentialsError):
+        load_credentials(path)

@@ -29,14 +29,18 @@ def test_add_list_delete(tmp_path: Path) -> None:
     assert json.loads(added.stdout)[0]["status"] == "added"
     again = user(data, "add", "alice", "--password-stdin", "-o", "json", password="other\n")
     assert json.loads(again.stdout)[0]["status"] == "updated"
-    assert check_password(load_credentials(data / "credentials.json")["alice"], "other")
+    credentials = load_credentials(data / "credentials.json")["alice"]
+    assert set(credentials) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+    assert all(check_password(c, "other") for c in credentials.values())
     user(data, "add", "bob", "--password-stdin", "--iterations", "8192", password="pw\n")
     listed = json.loads(user(data, "list", "-o", "json").stdout)
     assert listed == [{"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 4096},
-                      {"user": "bob", "mechanism": "SCRAM-SHA-256", "iterations": 8192}]
+                      {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 4096},
+                      {"user": "bob", "mechanism": "SCRAM-SHA-256", "iterations": 8192},
+                      {"user": "bob", "mechanism": "SCRAM-SHA-512", "iterations": 8192}]
     assert "other" not in (data / "credentials.json").read_text()
     assert user(data, "delete", "alice").returncode == 0
-    assert [u["user"] for u in json.loads(user(data, "list", "-o", "json").stdout)] == ["bob"]
+    assert {u["user"] for u in json.loads(user(data, "list", "-o", "json").stdout)} == {"bob"}
     missing = user(data, "delete", "alice")
     assert missing.returncode == 4 and "no user 'alice'" in missing.stderr
 
@@ -67,7 +71,8 @@ def test_prompts_for_the_password(tmp_path: Path) -> None:
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
-    assert check_password(load_credentials(data / "credentials.json")["erin"], "typed-secret")
+    [credential, *_] = load_credentials(data / "credentials.json")["erin"].values()
+    assert check_password(credential, "typed-secret")
 
 
 def _can_log_in(broker: BrokerProcess, name: str, password: str) -> bool:

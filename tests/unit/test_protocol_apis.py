@@ -54,6 +54,8 @@ EXPECTED = {
     "CreateAcls": (1, 3),
     "DeleteAcls": (1, 3),
     "DescribeCluster": (0, 1),
+    "DescribeUserScramCredentials": (0, 0),
+    "AlterUserScramCredentials": (0, 0),
     "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
     "Envelope": (0, 0),  # inter-broker only: never advertised (see slog.broker.forwarding)
 }

@@ -15,12 +15,13 @@ from slog.broker.handlers import (
     reassign,
     replication,
     sasl,
+    scram,
 )
 
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls):
+                   log_dirs, sasl, acls, scram):
         handlers.update(module.HANDLERS)
     return handlers

@@ -11,10 +11,12 @@ clients that address it directly (kafka-python's admin, slog's) one hop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from functools import partial
 from typing import Any
 
 from slog.broker.access import TOPIC_DENIED
+from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import INVALID_TOPIC, LEADER_NOT_AVAILABLE, NONE, UNKNOWN_TOPIC
 from slog.core.acls import CLUSTER_NAME, Operation, ResourceType
@@ -114,6 +116,18 @@ def _may_create(ctx: RequestContext, topic: str) -> bool:
         ctx.allowed(Operation.CREATE, ResourceType.TOPIC, topic)
 
 
+def _with_operations(ctx: RequestContext, entry: Any) -> Any:
+    """A described topic's entry with the principal's operations on it (Metadata v8+)."""
+    operations = authorized_operations(ctx.allowed, ResourceType.TOPIC, entry.name)
+    return dataclasses.replace(entry, topic_authorized_operations=operations)
+
+
+def cluster_operations(ctx: RequestContext, requested: bool) -> int:
+    if not requested:
+        return NOT_REQUESTED
+    return authorized_operations(ctx.allowed, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.image
@@ -133,12 +147,15 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
                                                               creatable)), strict=True))
     image = broker.image
     live = live_broker_ids(image)
+    # v8+: only topics the principal may describe get their operations (as in Kafka).
+    with_operations = getattr(request, "include_topic_authorized_operations", False)
     topics = []
     for name in names:
         if not describable[name]:
             topics.append(_missing_topic(name, TOPIC_DENIED))
         elif name in image.topics:
-            topics.append(broker.metadata_cache.topic(image, name, ctx.version, live))
+            entry = broker.metadata_cache.topic(image, name, ctx.version, live)
+            topics.append(_with_operations(ctx, entry) if with_operations else entry)
         else:
             error = created.get(name, UNKNOWN_TOPIC)
             topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
@@ -148,6 +165,9 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "cluster_id": broker.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
+        # v8-10 only (v11 dropped it for DescribeCluster).
+        "cluster_authorized_operations": cluster_operations(
+            ctx, getattr(request, "include_cluster_authorized_operations", False)),
     }
 
 
@@ -161,7 +181,8 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "cluster_id": ctx.broker.cluster_id,
         "controller_id": image.controller_id,
         "brokers": broker_list(image, listener_of(ctx)),
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": cluster_operations(
+            ctx, request.include_cluster_authorized_operations),
     }
 
 

@@ -10,6 +10,7 @@ from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC
 from slog.core import batch
 from slog.core.errors import CorruptRecordError, StorageError
 from slog.core.log import RecordTooLargeError
+from slog.core.record_keys import first_keyless_record
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
@@ -48,6 +49,11 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
         result["error_code"] = INVALID_RECORD
         result["error_message"] = f"record batches must have magic {batch.MAGIC}"
         return result
+    if partition.log.config.compact_enabled:
+        refused = _refuse_keyless(topic, index, records)
+        if refused:
+            result.update(refused)
+            return result
     # Only acks=-1 looks at min.insync.replicas; resolving topic configs is not free.
     min_isr = int(replicas.topic_setting(topic, "min.insync.replicas")) if acks == -1 else 1
     try:
@@ -68,6 +74,24 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
         if acks == -1:
             commits.append((result, partition, appended.last_offset, min_isr))
     return result
+
+
+def _refuse_keyless(topic: str, index: int, records: bytes) -> dict[str, Any] | None:
+    """A compacted partition keeps one value per key, so a keyless record is refused.
+
+    The whole batch is refused, as Kafka's LogValidator does, naming the first
+    keyless record in ``record_errors`` (Produce v8+). None: every record has a key.
+    """
+    try:
+        keyless = first_keyless_record(records)
+    except CorruptRecordError as exc:
+        return {"error_code": ErrorCode.corrupt_message, "error_message": str(exc)}
+    if keyless is None:
+        return None
+    message = (f"record {keyless} of the batch has no key; {topic}-{index} is compacted "
+               "(cleanup.policy includes compact), so every record needs a key")
+    return {"error_code": ErrorCode.invalid_record, "error_message": message,
+            "record_errors": [{"batch_index": keyless, "batch_index_error_message": message}]}
 
 
 async def _await_commits(commits: list[Commit], timeout_s: float) -> None:

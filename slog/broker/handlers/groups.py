@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE
 from slog.broker.offsets_topic import offsets_topic_spec
@@ -39,9 +40,6 @@ log = logging.getLogger("slog.groups")
 
 T = TypeVar("T")
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
-NO_AUTHORIZED_OPERATIONS = -(2**31)
-# READ, DELETE and DESCRIBE: what a client may do to a group when there are no ACLs.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 NO_OFFSET = -1
 
 
@@ -289,11 +287,12 @@ def _described(group_id: str, error: ErrorCode, summary: GroupSummary, operation
 
 
 async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    operations = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) \
-        else NO_AUTHORIZED_OPERATIONS
+    with_operations = getattr(request, "include_authorized_operations", False)
     coordinator = _coordinator(ctx)
     return {"throttle_time": 0, "groups": [
-        _described(g, *coordinator.handle_describe_group(g), operations)
+        _described(g, *coordinator.handle_describe_group(g),
+                   authorized_operations(ctx.allowed, ResourceType.GROUP, g)
+                   if with_operations else NOT_REQUESTED)
         for g in request.groups]}
 
 

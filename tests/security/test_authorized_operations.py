@@ -1,0 +1,70 @@
+"""Authorized operations under ACLs: each principal gets the operations its ACLs grant
+(with Kafka's implications: READ implies DESCRIBE), a super user every one, as
+confluent-kafka and kafka-python report them."""
+
+from __future__ import annotations
+
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.brokers import BrokerProcess
+from tests.security.conftest import PASSWORDS, sasl_conf
+
+TOPIC = "ops-under-acls"
+EVERY_TOPIC_OPERATION = {"READ", "WRITE", "CREATE", "DESCRIBE", "DELETE", "ALTER",
+                         "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
+
+
+def _topic_operations(broker: BrokerProcess, user: str) -> set[str]:
+    admin = AdminClient(sasl_conf(broker, user))
+    topic = admin.describe_topics(TopicCollection([TOPIC]),
+                                  include_authorized_operations=True)[TOPIC].result(30)
+    return {op.name for op in topic.authorized_operations}
+
+
+def _cluster_operations(broker: BrokerProcess, user: str) -> set[str]:
+    admin = AdminClient(sasl_conf(broker, user))
+    described = admin.describe_cluster(include_authorized_operations=True).result(30)
+    return {op.name for op in described.authorized_operations or []}
+
+
+def test_operations_follow_the_acls(acl_broker: BrokerProcess) -> None:
+    admin = AdminClient(sasl_conf(acl_broker, "admin"))
+    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    grants = [
+        AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.READ, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice", "*",
+                   AclOperation.ALTER_CONFIGS, AclPermissionType.ALLOW),
+        AclBinding(ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL,
+                   "User:alice", "*", AclOperation.IDEMPOTENT_WRITE, AclPermissionType.ALLOW)]
+    for future in admin.create_acls(grants).values():  # BROKER is code 4: the cluster
+        future.result(30)
+
+    assert _topic_operations(acl_broker, "admin") == EVERY_TOPIC_OPERATION
+    assert _topic_operations(acl_broker, "alice") == {
+        "READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
+    assert _cluster_operations(acl_broker, "alice") == {"IDEMPOTENT_WRITE"}
+    assert _cluster_operations(acl_broker, "bob") == set()
+    assert "ALTER" in _cluster_operations(acl_broker, "admin")
+
+    from kafka.admin import KafkaAdminClient
+
+    kp = KafkaAdminClient(bootstrap_servers=acl_broker.bootstrap,
+                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                          sasl_plain_username="alice", sasl_plain_password=PASSWORDS["alice"])
+    try:
+        [topic] = kp.describe_topics([TOPIC])
+        assert set(topic["authorized_operations"]) == {
+            "READ", "DESCRIBE", "ALTER_CONFIGS", "DESCRIBE_CONFIGS"}
+        assert set(kp.describe_cluster()["authorized_operations"]) == {"IDEMPOTENT_WRITE"}
+    finally:
+        kp.close()
