@@ -269,8 +269,8 @@ class Broker:
         if len(changes) != len(proposals):
             raise ValueError("ISR proposal for a partition without state")
         if self.controller is not None:
-            outcomes = self.controller.alter_partitions(self.broker_id, changes)
-            return [o if isinstance(o, ControllerError) else None for o in outcomes]
+            decided = self.controller.alter_partitions(self.broker_id, changes)
+            return [o if isinstance(o, ControllerError) else None for o in decided]
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for change in changes:
             topic_id = self.image.topics[change.topic].topic_id

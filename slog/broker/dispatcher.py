@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("slog.broker.dispatch")
 
-Buffers = list[bytes | memoryview]
+Buffers = list[bytes | bytearray | memoryview]
 
 
 class _Sentinel:
@@ -96,7 +96,7 @@ class Dispatcher:
         self.table: tuple[ApiSpec, ...] = api_versions_table(self._handlers)
         self._specs = {spec.api_key: spec for spec in self.table}
 
-    async def handle(self, frame: bytes, peer: str, session: Session | None = None
+    async def handle(self, frame: bytes | memoryview, peer: str, session: Session | None = None
                      ) -> Buffers | _Sentinel | None:
         stats = self._broker.stats
         stats.requests += 1
@@ -120,8 +120,8 @@ class Dispatcher:
             return await self._envelope(header, frame, body_offset, peer, session)
         return await self._serve(header, frame, body_offset, peer, session)
 
-    async def _serve(self, header: RequestHeader, frame: bytes, body_offset: int, peer: str,
-                     session: Session | None, forwarded: bool = False
+    async def _serve(self, header: RequestHeader, frame: bytes | memoryview, body_offset: int,
+                     peer: str, session: Session | None, forwarded: bool = False
                      ) -> Buffers | _Sentinel | None:
         """One request, once its header is known: decode, forward or authorize, handle."""
         spec = self._specs.get(header.api_key)
@@ -160,7 +160,7 @@ class Dispatcher:
         body = shape(response_class(header.api_key, header.api_version), result)
         return [encode_response(header, body)]
 
-    async def _envelope(self, header: RequestHeader, frame: bytes, body_offset: int,
+    async def _envelope(self, header: RequestHeader, frame: bytes | memoryview, body_offset: int,
                         peer: str, session: Session | None) -> Buffers | _Sentinel:
         """The controller's side of forwarding: serve the request inside, as its client."""
         if header.api_version != ENVELOPE_VERSION:

@@ -51,7 +51,7 @@ import ssl
 import struct
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from slog.broker.dispatcher import CLOSE_CONNECTION, Dispatcher
 from slog.broker.security import Session
@@ -276,8 +276,8 @@ class _Connection:
                         if out:
                             await self._write(out)
                         return
-                    if response:
-                        out += response  # type: ignore[operator]
+                    if isinstance(response, list) and response:
+                        out += response
                     if not (inflight and inflight[0].done() and len(out) < 64):
                         await self._write(out)
                         out = []
@@ -294,24 +294,23 @@ class _Connection:
                     frames.popleft()
                     if out:
                         await self._write(out)
-                    if item is _EOF:
-                        return
-                    raise item  # type: ignore[misc]
+                    if isinstance(item, ProtocolError):
+                        raise item
+                    return
                 self._busy = True
                 if _is_produce(item):
                     del item
                     inflight.append(self._start_produce(dispatcher, self._next_frame()))
                     continue
                 frame = self._next_frame()
-                response = await dispatcher.handle(
-                    frame, self.peer, self.session)  # type: ignore[arg-type]
+                response = await dispatcher.handle(frame, self.peer, self.session)
                 del frame, item
                 if response is CLOSE_CONNECTION:
                     if out:
                         await self._write(out)
                     return
-                if response:
-                    out += response  # type: ignore[operator]
+                if isinstance(response, list) and response:
+                    out += response
                     await self._write(out)
                     out = []
                 if self.session.close_after_response:
@@ -332,6 +331,7 @@ class _Connection:
             self.close()
 
     def _next_frame(self) -> bytes | memoryview:
+        # Called only when the queue's head is a frame, not _EOF or an error.
         frame: bytes | memoryview = self._frames.popleft()  # type: ignore[assignment]
         self._queued_bytes -= len(frame)
         if not self._reading and not self._closed:
@@ -351,8 +351,7 @@ class _Connection:
         order too; and a request of any other kind waits until every produce
         before it has been answered, so nothing else is reordered.
         """
-        return self._loop.create_task(
-            dispatcher.handle(frame, self.peer, self.session))  # type: ignore[arg-type]
+        return self._loop.create_task(dispatcher.handle(frame, self.peer, self.session))
 
     async def _wait_for(self, head: asyncio.Task[object]) -> None:
         """Until ``head`` finishes or another frame arrives (it may be started)."""
@@ -554,7 +553,7 @@ class _Connection:
     def _queue(self, item: object) -> None:
         self._frames.append(item)
         if type(item) is bytes or type(item) is memoryview:
-            self._queued_bytes += len(item)  # type: ignore[arg-type]
+            self._queued_bytes += len(item)
         if self.session.end_long_poll is not None:
             self.session.end_long_poll()
         self._wake()
@@ -682,7 +681,7 @@ class _Connection:
 def _is_produce(item: object) -> bool:
     """Whether a queued frame is a Produce request (api key 0)."""
     return (type(item) is bytes or type(item) is memoryview) and len(item) >= 2 \
-        and item[0] == 0 and item[1] == 0  # type: ignore[index]
+        and item[0] == 0 and item[1] == 0
 
 
 def _exported(buffer: mmap.mmap) -> bool:
@@ -741,10 +740,11 @@ class _MappedPages:
             self.release()
 
     def release(self) -> None:
-        advice = getattr(mmap, "MADV_DONTNEED", None)
-        for mapped in list(self._maps) if advice is not None else ():
-            with contextlib.suppress(ValueError, OSError):  # closed meanwhile
-                mapped.madvise(advice)
+        advice: int | None = getattr(mmap, "MADV_DONTNEED", None)
+        if advice is not None:
+            for mapped in list(self._maps):
+                with contextlib.suppress(ValueError, OSError):  # closed meanwhile
+                    mapped.madvise(advice)
         self._maps.clear()
         self._bytes = 0
 
@@ -754,10 +754,11 @@ _DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationNa
              "domainComponent": "DC", "userId": "UID"}
 
 
-def distinguished_name(certificate: dict[str, object]) -> str:
+def distinguished_name(certificate: Mapping[str, object]) -> str:
     """A certificate subject as RFC 2253 writes it (``CN=alice,O=acme``): Kafka's SSL principal."""
     rdns = certificate.get("subject", ())
     parts = []
+    # ssl's decoded certificate: the subject is a tuple of RDNs, each of (name, value) pairs.
     for rdn in reversed(rdns):  # type: ignore[call-overload]
         parts.append("+".join(f"{_DN_NAMES.get(k, k)}={v}" for k, v in rdn))
     return ",".join(parts)

@@ -82,7 +82,7 @@ def from_json(line: str) -> Ack | Read | Assignment | Fault:
     cls = _TYPES[data.pop("type")]
     if cls is Assignment:
         data["partitions"] = tuple(data["partitions"])
-    return cls(**data)  # type: ignore[no-any-return]
+    return cls(**data)
 
 
 class HistoryLog:

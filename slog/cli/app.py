@@ -244,6 +244,7 @@ def _load_kio_without_asyncio() -> None:
     import types
 
     stand_in = types.ModuleType("asyncio")
+    # A bare module: the one name kio.serial reads from it is set here.
     stand_in.StreamWriter = type("StreamWriter", (), {})  # type: ignore[attr-defined]
     sys.modules["asyncio"] = stand_in
     try:
@@ -264,7 +265,7 @@ def _prepare_process() -> typer.Typer:
     # kio imports hypothesis (a test tool, ~0.1 s) only to register strategies when it is
     # installed; the CLI never needs them.
     if "hypothesis" not in sys.modules:
-        sys.modules["hypothesis"] = None  # type: ignore[assignment]
+        sys.modules["hypothesis"] = None  # type: ignore[assignment]  # None: import fails fast
     if os.environ.get("_SLOG_COMPLETE"):
         from typer._completion_classes import completion_init
 

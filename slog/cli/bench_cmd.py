@@ -79,10 +79,11 @@ class ProducerSettings:
 
     def producer(self, bootstrap: str) -> Any:
         from slog.client import Producer
+        from slog.client.producer import DEFAULT_BATCH_SIZE
 
-        extra = {} if self.batch_size is None else {"batch_size": self.batch_size}
+        batch_size = DEFAULT_BATCH_SIZE if self.batch_size is None else self.batch_size
         return Producer(bootstrap, acks=ACKS[self.acks], compression=self.compression,
-                        linger_ms=self.linger_ms, client_id="slog-bench", **extra)
+                        linger_ms=self.linger_ms, client_id="slog-bench", batch_size=batch_size)
 
 
 @dataclass

@@ -5,12 +5,15 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from slog.cli.common import EXIT_FAILURE, EXIT_USAGE, fail
 from slog.cli.output import OutputFormat, OutputOption, print_data
+
+if TYPE_CHECKING:
+    from slog.chaos.runner import RunResult
 
 app = typer.Typer(help="Fault injection: kill, pause, restart, tear and fill brokers under load.",
                   no_args_is_help=True)
@@ -93,8 +96,8 @@ def run(
         raise typer.Exit(EXIT_FAILURE)
 
 
-def _print_summary(result: object) -> None:
-    data = result.to_json()  # type: ignore[attr-defined]
+def _print_summary(result: RunResult) -> None:
+    data = result.to_json()
     typer.echo(f"fault events {data['fault_events']} in {data['ops']} ops; recovery median "
                f"{data['recovery_median_s']}s, max {data['recovery_max_s']}s")
     typer.echo(f"acknowledged records/s: {data['records_per_s_without_faults']} without faults, "

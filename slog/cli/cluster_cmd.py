@@ -262,7 +262,8 @@ def tls_client_settings(bootstrap: str, files: Any, protocol: str) -> dict[str, 
 
 def _print_up(view: ClusterView, actions: dict[int, dict[str, Any]], output: OutputFormat,
               elapsed_s: float, tls_files: Any = None, protocol: str = "SSL") -> None:
-    bootstrap = ",".join(b.address for b in view.brokers if b.broker_id in actions)
+    addresses = (b.address for b in view.brokers if b.broker_id in actions)
+    bootstrap = ",".join(a for a in addresses if a is not None)  # None: not listening
     if output.structured:
         data = view.to_json()
         for broker in data["brokers"]:

@@ -64,7 +64,7 @@ def _within_timeout(lookup: Callable[[], list[str]]) -> list[str]:
 
 
 def _matching(names: list[str], incomplete: str, ctx: Any) -> list[str]:
-    already = set()
+    already: set[str] = set()
     if ctx is not None:
         for value in ctx.params.values():
             if isinstance(value, (list, tuple)):

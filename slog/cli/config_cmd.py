@@ -84,7 +84,7 @@ def show(
         root_source.name == "COMMANDLINE" else \
         f"env {PROFILE_ENV}" if root_source.name == "ENVIRONMENT" else \
         f"config ({loaded.path})"
-    rows = [
+    rows: list[dict[str, str | None]] = [
         {"setting": "config_file",
          "value": str(loaded.path) if loaded.path else None,
          "source": "found" if loaded.path else
@@ -223,6 +223,7 @@ def alter(
             admin.alter_broker_configs(None if name is None else int(name), set=changes,
                                        delete=deletes, validate_only=validate_only)
     status = "valid" if validate_only else None
-    rows = [{"name": k, "value": v, "action": status or "set"} for k, v in changes.items()]
+    rows: list[dict[str, str | None]] = [
+        {"name": k, "value": v, "action": status or "set"} for k, v in changes.items()]
     rows += [{"name": k, "value": None, "action": status or "deleted"} for k in deletes]
     emit(rows, ["name", "value", "action"], output)

@@ -73,6 +73,7 @@ def parse_offset(text: str) -> tuple[str, int]:
 def _start_positions(consumer: Any, tps: list[Any], mode: str, value: int,
                      ends: dict[Any, int], starts: dict[Any, int]) -> dict[Any, int]:
     from slog.client.offsets import list_offsets
+    from slog.client.types import OffsetAndTimestamp
 
     if mode == "beginning":
         return dict(starts)
@@ -83,8 +84,8 @@ def _start_positions(consumer: Any, tps: list[Any], mode: str, value: int,
     if mode == "relative":
         return {tp: max(ends[tp] - value, starts[tp]) for tp in tps}
     found = list_offsets(consumer.cluster, dict.fromkeys(tps, value))
-    return {tp: found[tp].offset if getattr(found[tp], "offset", -1) >= 0 else ends[tp]
-            for tp in tps}
+    return {tp: r.offset if isinstance(r := found[tp], OffsetAndTimestamp) and r.offset >= 0
+            else ends[tp] for tp in tps}
 
 
 def consume(
@@ -113,7 +114,7 @@ def consume(
     Example: slog consume orders -o beginning -e -f '%k %v %p %o\\n'
     """
     from slog.client import Consumer, TopicPartition
-    from slog.client.offsets import list_offsets
+    from slog.client.offsets import found_offsets, list_offsets
 
     try:
         mode, value = parse_offset(offset)
@@ -148,10 +149,8 @@ def consume(
                     if number not in entry.partitions:
                         fail(f"{topic} has no partition {number}", code=EXIT_NOT_FOUND)
                     tps.append(TopicPartition(topic, number))
-            ends = {tp: r.offset for tp, r in list_offsets(
-                consumer.cluster, dict.fromkeys(tps, "latest")).items()}
-            starts = {tp: r.offset for tp, r in list_offsets(
-                consumer.cluster, dict.fromkeys(tps, "earliest")).items()}
+            ends = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "latest")))
+            starts = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "earliest")))
             consumer.assign(tps)
             for tp, position in _start_positions(consumer, tps, mode, value, ends,
                                                  starts).items():
@@ -213,7 +212,7 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
     """As a group member: commit what was printed; -e stops once every assigned
     partition is at its end."""
     from slog.client import Consumer, TopicPartition
-    from slog.client.offsets import list_offsets
+    from slog.client.offsets import found_offsets, list_offsets
 
     seen = 0
     printed = _Printed()
@@ -229,6 +228,7 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
                 if entry is None or entry.error_code or not entry.partitions:
                     fail(f"topic {topic!r} does not exist",
                          hint="list topics with `slog topic list`", code=EXIT_NOT_FOUND)
+            # _Printed has RebalanceListener's three methods without importing the client early.
             consumer.subscribe(topics, listener=printed)  # type: ignore[arg-type]
             ends: dict[Any, int] = {}
             with until_stdout_closes():
@@ -245,8 +245,8 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
                     assigned = consumer.assignment()
                     if exit_at_end and assigned:
                         if set(ends) != assigned:
-                            ends = {tp: r.offset for tp, r in list_offsets(
-                                consumer.cluster, dict.fromkeys(assigned, "latest")).items()}
+                            ends = found_offsets(list_offsets(
+                                consumer.cluster, dict.fromkeys(assigned, "latest")))
                         if all(printed.next.get(tp, consumer.position(tp)) >= ends[tp]
                                for tp in assigned):
                             break

@@ -46,14 +46,11 @@ class _Clients:
 
     def offsets(self, partitions: list[Any], spec: str | int) -> dict[Any, int]:
         """``spec`` ("earliest", "latest" or a timestamp) for each partition; -1 if none."""
-        from slog.client.errors import raise_for_items
-        from slog.client.offsets import list_offsets
+        from slog.client.offsets import found_offsets, list_offsets
 
         if not partitions:
             return {}
-        found = list_offsets(self.cluster, dict.fromkeys(partitions, spec))
-        raise_for_items({str(tp): r for tp, r in found.items() if isinstance(r, Exception)})
-        return {tp: r.offset for tp, r in found.items()}  # type: ignore[union-attr]
+        return found_offsets(list_offsets(self.cluster, dict.fromkeys(partitions, spec)))
 
     def chosen_groups(self, groups: list[str] | None, regex: str | None) -> list[str] | None:
         """Named groups plus those matching ``regex``; None for all."""
@@ -277,10 +274,11 @@ def _targets(clients: _Clients, group: str, partitions: list[Any], target: tuple
         wanted = dict.fromkeys(partitions, value)
     else:  # shift
         current = clients.groups.list_offsets([group], partitions)[group]
-        lacking = [str(tp) for tp in partitions if current.get(tp) is None]
+        committed = {tp: c.offset for tp, c in current.items() if c is not None}
+        lacking = [str(tp) for tp in partitions if tp not in committed]
         if lacking:
             raise ArgumentError(f"cannot shift {', '.join(lacking)}: nothing is committed there")
-        wanted = {tp: current[tp].offset + value for tp in partitions}  # type: ignore[union-attr]
+        wanted = {tp: committed[tp] + value for tp in partitions}
     return {tp: min(max(o, earliest[tp]), latest[tp]) for tp, o in wanted.items()}
 
 
@@ -327,14 +325,14 @@ def reset_offsets(
              "--to-datetime, --by-duration", code=EXIT_USAGE)
     target = chosen[0]
     try:
-        if target[0] == "datetime":
-            target = ("datetime", parse_datetime_ms(target[1]))
-        elif target[0] == "duration":
+        if to_datetime is not None:  # the one target chosen
+            target = ("datetime", parse_datetime_ms(to_datetime))
+        elif by_duration is not None:
             now = datetime.datetime.now(datetime.UTC)
             try:
-                start = now - parse_duration(target[1])
+                start = now - parse_duration(by_duration)
             except OverflowError:
-                raise ArgumentError(f"--by-duration {target[1]!r} reaches back before year 1"
+                raise ArgumentError(f"--by-duration {by_duration!r} reaches back before year 1"
                                     ) from None
             target = ("duration", int(start.timestamp() * 1000))
     except ValueError as exc:
@@ -373,7 +371,7 @@ def delete(
 
     if not groups and regex is None:
         fail("name the groups to delete, or pass --regex", code=EXIT_USAGE)
-    failures: dict[str, Any] = {}
+    failures: dict[str | None, KafkaError] = {}
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
         groups = clients.chosen_groups(groups, regex) or []
         if not groups:
@@ -382,7 +380,10 @@ def delete(
         try:
             clients.groups.delete_groups(groups)
         except KafkaError as exc:
-            failures = exc.errors or {exc.item: exc}
+            if exc.errors:
+                failures.update(exc.errors)
+            else:
+                failures[exc.item] = exc
     emit([{"group": g, "status": "failed" if g in failures else "deleted",
            "error": str(failures[g]) if g in failures else None} for g in groups],
          ["group", "status", "error"], output)

@@ -184,7 +184,7 @@ def _still_valid(path: Path, names: tuple[str, ...] = ()) -> bool:
     return all(str(_normal(name)) in named for name in names)
 
 
-def _normal(name: str) -> object:
+def _normal(name: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | str:
     """An IP address as the certificate spells it (``::1``, not ``0:0::1``); else the name."""
     try:
         return ipaddress.ip_address(name)

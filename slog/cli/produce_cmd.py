@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated, BinaryIO, Protocol
 
 import typer
 
@@ -48,7 +48,11 @@ def _parse_headers(pairs: list[str]) -> tuple[tuple[str, bytes], ...]:
 READ_SIZE = 1 << 20
 
 
-def _line_blocks(stream: BinaryIO, read_size: int = READ_SIZE) -> Iterator[list[bytes]]:
+class _ByteStream(Protocol):
+    def read(self, size: int, /) -> bytes: ...
+
+
+def _line_blocks(stream: _ByteStream, read_size: int = READ_SIZE) -> Iterator[list[bytes]]:
     """Lines as they arrive (binary-safe), a read at a time, without the newline or a CRLF's CR.
 
     Each read takes what the stream has, up to ``read_size`` bytes, without
@@ -88,7 +92,7 @@ class _CountingReader:
         self._progress = progress
 
     def read1(self, size: int) -> bytes:
-        chunk = self._stream.read1(size)  # type: ignore[attr-defined]
+        chunk = self._stream.read1(size)  # type: ignore[attr-defined]  # a file opened 'rb'
         self._progress.advance(len(chunk))
         return chunk
 
@@ -165,8 +169,9 @@ def produce(
                             client_id="slog-cli")
         send = producer.send
         source = _CountingReader(handle, bar) if file is not None else handle
+        key: bytes | None
         try:
-            for lines in _line_blocks(source):  # type: ignore[arg-type]
+            for lines in _line_blocks(source):
                 if separator is None:
                     for value in lines:
                         send(topic, value, None, partition=partition, headers=headers,

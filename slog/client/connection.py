@@ -259,6 +259,7 @@ class BrokerConnection:
     def buffered(self) -> bool:
         """Whether a TLS socket holds decrypted bytes select() cannot see."""
         sock = self._sock
+        # With self.tls, sock is an ssl.SSLSocket (ssl is imported only for TLS).
         return self.tls is not None and sock is not None and sock.pending() > 0  # type: ignore[attr-defined]
 
     def _authenticate(self, login: SaslLogin) -> None:

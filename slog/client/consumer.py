@@ -317,14 +317,14 @@ class Consumer:
         missing = self._subs.missing_positions()
         if not missing:
             return
-        fresh = [tp for tp in missing if self._subs.state(tp).reset_strategy is None]  # type: ignore[union-attr]
+        fresh = [tp for tp in missing if self._subs.reset_strategy(tp) is None]
         if fresh and self._committed is not None:
             for tp, offset in self._committed(fresh).items():
                 if offset is not None and offset >= 0:
                     self._subs.seek(tp, offset)
         specs: dict[TopicPartition, str] = {}
         for tp in self._subs.missing_positions():
-            strategy = self._subs.state(tp).reset_strategy or self.auto_offset_reset  # type: ignore[union-attr]
+            strategy = self._subs.reset_strategy(tp) or self.auto_offset_reset
             if strategy == "none":
                 raise KafkaError.for_code(
                     1, "no committed offset and auto_offset_reset is 'none'", item=str(tp))

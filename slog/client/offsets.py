@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from slog.client.cluster import ClusterClient
-from slog.client.errors import InvalidArgumentError, KafkaError, LeaderNotAvailableError
+from slog.client.errors import (
+    InvalidArgumentError,
+    KafkaError,
+    LeaderNotAvailableError,
+    raise_for_items,
+)
 from slog.client.types import OffsetAndTimestamp, TopicPartition
 from slog.protocol.apis import ApiKey
 
@@ -110,3 +115,9 @@ def list_offsets(cluster: ClusterClient, specs: Mapping[TopicPartition, OffsetSp
             break
         time.sleep(backoff_s)
     return {tp: results[tp] for tp in wanted}
+
+
+def found_offsets(results: Mapping[TopicPartition, Result]) -> dict[TopicPartition, int]:
+    """The offsets of :func:`list_offsets`' results; raises the first failure, with all."""
+    raise_for_items({str(tp): r for tp, r in results.items() if isinstance(r, KafkaError)})
+    return {tp: r.offset for tp, r in results.items() if not isinstance(r, KafkaError)}

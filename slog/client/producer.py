@@ -165,6 +165,7 @@ class Producer:
             if not 0 <= partition < count:
                 raise InvalidArgumentError(f"partition {partition} of {topic!r} does not exist "
                                            f"(it has partitions 0..{count - 1})")
+        # str keys and values too: the accumulator encodes them on its slow path.
         return self._accumulator.append(topic, partition, key, value, headers,  # type: ignore[arg-type]
                                         timestamp_ms, on_delivery)
 

@@ -81,6 +81,10 @@ class SubscriptionState:
     def position(self, tp: TopicPartition) -> int | None:
         return self._required(tp).position
 
+    def reset_strategy(self, tp: TopicPartition) -> str | None:
+        """What request_reset asked for, if anything: None lets a committed offset count."""
+        return self._required(tp).reset_strategy
+
     def missing_positions(self) -> list[TopicPartition]:
         return [tp for tp, s in self._states.items() if s.position is None]
 

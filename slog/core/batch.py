@@ -24,6 +24,7 @@ Layout of a v2 batch (all integers big-endian)::
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -37,6 +38,9 @@ HEADER_SIZE = 61
 MAGIC = 2
 # Smallest legal batchLength: the header after the overhead, with zero records.
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+# What batches are read from: a segment's map as well as bytes and views of it.
+BatchBuffer = bytes | bytearray | memoryview | mmap.mmap
 
 BASE_OFFSET_POS = 0
 LEADER_EPOCH_POS = 12
@@ -112,17 +116,18 @@ class BatchHeader(NamedTuple):
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
-def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+def parse_header(buf: BatchBuffer, pos: int = 0) -> BatchHeader:
     """Parse the header at ``pos`` without any validation."""
     return BatchHeader._make(_HEADER.unpack_from(buf, pos))
 
 
-def peek_batch_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+def peek_batch_size(buf: BatchBuffer, pos: int = 0) -> int:
     """Total size of the batch at ``pos`` according to its length field."""
-    return _INT32.unpack_from(buf, pos + 8)[0] + LOG_OVERHEAD
+    length: int = _INT32.unpack_from(buf, pos + 8)[0]
+    return length + LOG_OVERHEAD
 
 
-def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
+def compute_crc(buf: BatchBuffer, pos: int, size: int) -> int:
     """CRC-32C over attributes..end of the batch of ``size`` bytes at ``pos``."""
     view = memoryview(buf)[pos + CRC_START : pos + size]
     try:
@@ -132,7 +137,7 @@ def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int
 
 
 def validate_batch(
-    buf: bytes | bytearray | memoryview, pos: int = 0, limit: int | None = None
+    buf: BatchBuffer, pos: int = 0, limit: int | None = None
 ) -> BatchHeader:
     """Check length, magic and CRC of the batch at ``pos``; return its header.
 
@@ -179,7 +184,7 @@ def validate_batch(
 
 
 def iter_batches(
-    buf: bytes | bytearray | memoryview, start: int = 0, end: int | None = None
+    buf: BatchBuffer, start: int = 0, end: int | None = None
 ) -> Iterator[tuple[int, BatchHeader]]:
     """Validate and yield ``(position, header)`` for consecutive batches.
 

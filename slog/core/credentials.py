@@ -83,6 +83,7 @@ def _decode(name: str, mechanism: str, entry: Mapping[str, object]) -> ScramCred
     try:
         return ScramCredential(
             salt=base64.b64decode(str(entry["salt"])),
+            # A JSON value: int() raises TypeError or ValueError for a bad one, caught below.
             iterations=int(entry["iterations"]),  # type: ignore[call-overload]
             stored_key=base64.b64decode(str(entry["stored_key"])),
             server_key=base64.b64decode(str(entry["server_key"])),
@@ -94,7 +95,7 @@ def _decode(name: str, mechanism: str, entry: Mapping[str, object]) -> ScramCred
 def _decode_user(name: str, entry: Mapping[str, Mapping[str, object]], version: int
                  ) -> dict[str, ScramCredential]:
     if version == 1:  # one SCRAM-SHA-256 credential, with the mechanism inside it
-        return {SCRAM_SHA_256: _decode(name, SCRAM_SHA_256, entry)}  # type: ignore[arg-type]
+        return {SCRAM_SHA_256: _decode(name, SCRAM_SHA_256, entry)}
     return {str(mechanism): _decode(name, str(mechanism), fields)
             for mechanism, fields in entry.items()}
 

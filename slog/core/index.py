@@ -133,6 +133,8 @@ class _Index:
         low, high = 0, self._entries - 1
         found = -1
         unpack, size, mapped = self.ENTRY.unpack_from, self._entry_size, self._map
+        if mapped is None:  # only an empty file has no map
+            return found
         while low <= high:
             mid = (low + high) >> 1
             if unpack(mapped, mid * size)[field] <= target:
@@ -166,6 +168,7 @@ class _Index:
         position = self._entries * self._entry_size
         if position + self._entry_size > self._capacity:
             self.ensure_room(1)
+        assert self._map is not None
         self.ENTRY.pack_into(self._map, position, *values)
         self._entries += 1
         self._dirty = True

@@ -40,6 +40,7 @@ class Endpoint:
 
     @classmethod
     def from_record(cls, record: Mapping[str, object]) -> Endpoint:
+        # A JSON value: int() raises TypeError or ValueError for a bad port.
         return cls(str(record["name"]), str(record["host"]), int(record["port"]),  # type: ignore[call-overload]
                    str(record.get("security_protocol", record["name"])))
 

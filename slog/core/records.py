@@ -30,7 +30,7 @@ import struct
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from operator import index as _as_int
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypedDict, TypeVar, Unpack
 
 import crc32c
 
@@ -310,16 +310,24 @@ class BatchBuilder:
         try:
             # Fast path: small values, plain bytes. Any miss (null value, big
             # lengths, negative delta, wrong types) raises and goes the slow way.
+            # A null value fails len() with TypeError, so it too takes the slow path.
+            fast_value: BytesLike = value  # type: ignore[assignment]  # see the line above
             if key is None:
-                body = _ATTR_TS[delta] + _OD_NULL_KEY[count] + _ENC[len(value)] + value + tail
+                body = (
+                    _ATTR_TS[delta]
+                    + _OD_NULL_KEY[count]
+                    + _ENC[len(fast_value)]
+                    + fast_value
+                    + tail
+                )
             else:
                 body = (
                     _ATTR_TS[delta]
                     + _ENC[count]
                     + _ENC[len(key)]
                     + key
-                    + _ENC[len(value)]
-                    + value
+                    + _ENC[len(fast_value)]
+                    + fast_value
                     + tail
                 )
             prefix = _ENC[len(body)]
@@ -401,11 +409,24 @@ class BatchBuilder:
         return bytes(out)
 
 
+class BuilderOptions(TypedDict, total=False):
+    """:class:`BatchBuilder`'s keyword arguments, as :func:`build_batch` passes them on."""
+
+    compression: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_transactional: bool
+    partition_leader_epoch: int
+    timestamp_type: int
+    is_control: bool
+
+
 def build_batch(
     records: Iterable[tuple[BytesLike | None, BytesLike | None, Sequence[Header], int | None]],
     *,
     base_offset: int = 0,
-    **builder_kwargs: int | bool,
+    **builder_kwargs: Unpack[BuilderOptions],
 ) -> bytes:
     """Build one batch from ``(key, value, headers, timestamp)`` tuples.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ from slog.core.index import (
     release_map,
 )
 from slog.core.log_config import INT32_MAX, LogConfig
-from slog.core.records import decode_records
+from slog.core.records import BytesLike, decode_records
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -93,6 +94,11 @@ class RecoveryResult:
 class LogSegment:
     """One segment; create with :meth:`create` (new, active) or :meth:`open` (existing)."""
 
+    # Set by _reset_index_state.
+    _max_ts: int
+    _offset_of_max_ts: int
+    _bytes_since_index: int
+
     def __init__(self, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int):
         stem = directory / segment_file_stem(base_offset)
         self.base_offset = base_offset
@@ -100,7 +106,7 @@ class LogSegment:
         self.log_path = stem.with_suffix(LOG_SUFFIX)
         self.created_ms = now_ms
         self._fd: int | None = None  # only while active: appends and fsync need it
-        self._map = None
+        self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
         self._capacity = 0  # bytes mapped (= file length)
         self._size = 0  # bytes of valid batches
@@ -255,6 +261,7 @@ class LogSegment:
     def rolling_timestamp(self) -> int | None:
         """maxTimestamp of the first append, which segment.ms is measured from."""
         if self._rolling_ts is None and self._size >= HEADER_SIZE:
+            assert self._map is not None
             self._rolling_ts = parse_header(self._map, 0).max_timestamp
         return self._rolling_ts
 
@@ -280,7 +287,7 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def append(
-        self, chunks: list[bytes | memoryview], batches: list[tuple[int, BatchHeader]], total: int
+        self, chunks: list[BytesLike], batches: list[tuple[int, BatchHeader]], total: int
     ) -> None:
         """Write ``total`` bytes of whole batches at the end.
 
@@ -330,6 +337,8 @@ class LogSegment:
     def _headers(self, start: int, end: int) -> Iterator[tuple[int, BatchHeader]]:
         """Walk batch headers of trusted data (structure checked, CRC not)."""
         mapped, pos = self._map, start
+        if mapped is None:  # only an empty file has no map
+            return
         while pos < end:
             if end - pos < HEADER_SIZE:
                 raise CorruptRecordError("truncated batch header", position=pos)
@@ -423,6 +432,7 @@ class LogSegment:
     def _batch_ends_at(self, position: int, last_offset: int) -> bool:
         if position + HEADER_SIZE > self._size:
             return False
+        assert self._map is not None
         header = parse_header(self._map, position)
         return header.magic == MAGIC and header.last_offset == last_offset
 
@@ -451,6 +461,7 @@ class LogSegment:
                 continue
             if header.is_log_append_time:
                 return max(header.base_offset, starting_offset), header.max_timestamp
+            assert self._view is not None
             _, records = decode_records(self._view, pos)
             for record in records:
                 if record.timestamp >= timestamp and record.offset >= starting_offset:
@@ -571,9 +582,12 @@ class LogSegment:
         if next_segment_base is not None:
             limit = min(limit, next_segment_base)
         self._next_offset = self.base_offset
+        mapped = self._map
+        if mapped is None:  # only an empty file has no map
+            return position, None
         while position < end:
             try:
-                header = validate_batch(self._map, position, end)
+                header = validate_batch(mapped, position, end)
             except CorruptRecordError as exc:
                 return position, exc.reason
             if header.base_offset < expected:
@@ -596,7 +610,7 @@ class LogSegment:
         self._offset_of_max_ts = -1
         self._bytes_since_index = 0
 
-    def _install_map(self, mapped, length: int) -> None:
+    def _install_map(self, mapped: mmap.mmap | None, length: int) -> None:
         self._map = mapped
         self._view = memoryview(mapped) if mapped is not None else None
         self._capacity = length
@@ -636,7 +650,7 @@ def _release_view(view: memoryview | None) -> None:
         view.release()
 
 
-def _pwritev_all(fd: int, chunks: list[bytes | memoryview], position: int, path: Path) -> None:
+def _pwritev_all(fd: int, chunks: list[BytesLike], position: int, path: Path) -> None:
     """Write the chunks back to back at ``position``; one pwritev call unless the
     kernel writes short or there are more than IOV_MAX chunks."""
     pending = [chunk for chunk in chunks if len(chunk)]
@@ -651,7 +665,7 @@ def _pwritev_all(fd: int, chunks: list[bytes | memoryview], position: int, path:
         raise StorageError(f"cannot write to {path}: {exc.strerror}") from exc
 
 
-def _after_written(chunks: list[bytes | memoryview], written: int) -> list[bytes | memoryview]:
+def _after_written(chunks: list[BytesLike], written: int) -> list[BytesLike]:
     """What is left of ``chunks`` once their first ``written`` bytes are out."""
     for i, chunk in enumerate(chunks):
         if written < len(chunk):
@@ -661,8 +675,10 @@ def _after_written(chunks: list[bytes | memoryview], written: int) -> list[bytes
     return []
 
 
-def _nonzero_end(mapped, start: int, end: int) -> int:
+def _nonzero_end(mapped: mmap.mmap | None, start: int, end: int) -> int:
     """One past the last non-zero byte in [start, end), or ``start`` if all zero."""
+    if mapped is None:  # only an empty file has no map
+        return start
     chunk = len(_ZEROS)
     high = end
     while high > start:

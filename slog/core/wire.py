@@ -9,6 +9,7 @@ null), arrays an int32 count (-1 for null); all big-endian. Readers raise
 
 from __future__ import annotations
 
+import builtins
 import struct
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -66,7 +67,7 @@ class Writer:
             write(self, item)
         return self
 
-    def getvalue(self) -> bytes:
+    def getvalue(self) -> builtins.bytes:  # `bytes` here is the method above
         return bytes(self._buf)
 
 
@@ -89,13 +90,16 @@ class Reader:
         return chunk
 
     def int16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
 
     def int64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        value: int = _I64.unpack(self._take(8))[0]
+        return value
 
     def string(self) -> str | None:
         size = self.int16()

@@ -785,8 +785,8 @@ class GroupCoordinator:
                     group, member, f"member {member.member_id} expired")
         if group.is_(GroupState.PREPARING_REBALANCE):
             self._try_complete_join(group)
-        deadline = group.sync_deadline_ms
-        if deadline is not None and now >= deadline and group.pending_sync_members and \
+        sync_deadline = group.sync_deadline_ms
+        if sync_deadline is not None and now >= sync_deadline and group.pending_sync_members and \
                 group.state in (GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
             late = sorted(group.pending_sync_members)
             log.info("removing members of group %s that did not sync in time: %s",

@@ -278,11 +278,10 @@ class GroupMetadata:
     # -- views ------------------------------------------------------------------------
     def summary(self) -> GroupSummary:
         """What DescribeGroups shows: metadata and assignments only when Stable."""
-        stable = self.is_(GroupState.STABLE) and self.protocol_name is not None
+        protocol = self.protocol_name if self.is_(GroupState.STABLE) else None
         members = tuple(
             MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                          m.metadata(self.protocol_name) if stable else b"",  # type: ignore[arg-type]
-                          m.assignment if stable else b"")
+                          m.metadata(protocol) if protocol is not None else b"",
+                          m.assignment if protocol is not None else b"")
             for m in self.members.values())
-        return GroupSummary(self.state.value, self.protocol_type or "",
-                            (self.protocol_name or "") if stable else "", members)
+        return GroupSummary(self.state.value, self.protocol_type or "", protocol or "", members)

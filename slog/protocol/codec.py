@@ -120,6 +120,7 @@ def encode_request(request: Entity, *, correlation_id: int, client_id: str | Non
 
 def _decode_body(cls: type, frame: Buf, offset: int) -> Entity:
     buf = guard(cls, readonly(frame), offset)
+    entity: Entity
     entity, _size = entity_reader(cls)(buf, offset)
     return entity
 

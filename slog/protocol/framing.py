@@ -40,11 +40,11 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
     """
     try:
         prefix = await reader.readexactly(4)
-    except EOFError as exc:  # asyncio.IncompleteReadError, which carries .partial
-        if not exc.partial:
+    except EOFError as exc:
+        if not (partial := _received(exc)):
             return None
         raise MalformedFrameError(
-            f"connection closed after {len(exc.partial)} of 4 size bytes"
+            f"connection closed after {len(partial)} of 4 size bytes"
         ) from None
     (size,) = _SIZE.unpack(prefix)
     _check_size(size, max_bytes)
@@ -52,10 +52,18 @@ async def read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | No
         return b""
     try:
         return await reader.readexactly(size)
-    except EOFError as exc:  # asyncio.IncompleteReadError
+    except EOFError as exc:
         raise MalformedFrameError(
-            f"connection closed after {len(exc.partial)} of {size} frame bytes"
+            f"connection closed after {len(_received(exc))} of {size} frame bytes"
         ) from None
+
+
+def _received(exc: EOFError) -> bytes:
+    """What a read got before the end: readexactly's EOFError is an IncompleteReadError."""
+    import asyncio  # only now: loaded already, as an event loop runs the caller
+
+    assert isinstance(exc, asyncio.IncompleteReadError)
+    return exc.partial
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytearray:

@@ -23,11 +23,14 @@ import functools
 import struct
 from collections.abc import Callable
 from dataclasses import Field, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.serial import _introspect
 
 from slog.protocol.headers import read_uvarint, write_uvarint
+
+if TYPE_CHECKING:
+    from kio.static.protocol import Entity  # a kio schema class: __flexible__ and friends
 
 __all__ = ["FieldSchema", "compile_guard", "field_schema", "guard", "readonly"]
 
@@ -204,7 +207,7 @@ def _field(schema: FieldSchema, flexible: bool) -> tuple[int | _Skip, int]:
 
 
 @functools.cache
-def _entity(cls: type, nullable: bool) -> tuple[_Skip, int]:
+def _entity(cls: type[Entity], nullable: bool) -> tuple[_Skip, int]:
     """Compile a skip function for one kio entity class."""
     flexible: bool = cls.__flexible__
     ops: list[int | _Skip] = []
@@ -225,7 +228,7 @@ def _entity(cls: type, nullable: bool) -> tuple[_Skip, int]:
 
 
 def _compile_skip(
-    cls: type, nullable: bool, ops: list[int | _Skip], tagged: dict[int, _Skip]
+    cls: type[Entity], nullable: bool, ops: list[int | _Skip], tagged: dict[int, _Skip]
 ) -> _Skip:
     """Generate a straight-line skip function for one entity.
 
@@ -321,7 +324,7 @@ def readonly(buf: Buf) -> bytes | memoryview:
     return bytes(buf)
 
 
-def guard(cls: type, buf: Buf, offset: int) -> Buf:
+def guard(cls: type[Entity], buf: Buf, offset: int) -> Buf:
     """Validate `buf[offset:]` as an encoded `cls`; return the buffer kio may read.
 
     Raises `_Bad` (or struct.error / IndexError / ValueError from short
@@ -333,6 +336,6 @@ def guard(cls: type, buf: Buf, offset: int) -> Buf:
     return _splice(buf, edits) if edits else buf
 
 
-def compile_guard(cls: type) -> None:
+def compile_guard(cls: type[Entity]) -> None:
     """Build the walker for `cls` now rather than on its first request."""
     _entity(cls, False)

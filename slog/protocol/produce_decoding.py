@@ -45,10 +45,12 @@ class _Reader:
         return start
 
     def int16(self) -> int:
-        return _INT16.unpack_from(self.view, self._take(2))[0]
+        value: int = _INT16.unpack_from(self.view, self._take(2))[0]
+        return value
 
     def int32(self) -> int:
-        return _INT32.unpack_from(self.view, self._take(4))[0]
+        value: int = _INT32.unpack_from(self.view, self._take(4))[0]
+        return value
 
     def uvarint(self) -> int:
         value = shift = 0
@@ -65,7 +67,7 @@ class _Reader:
         """A string/bytes length; -1 means null."""
         if self.flexible:
             return self.uvarint() - 1
-        n = legacy.unpack_from(self.view, self._take(legacy.size))[0]
+        n: int = legacy.unpack_from(self.view, self._take(legacy.size))[0]
         if n < -1:
             raise ValueError(f"negative length {n}")
         return n
@@ -108,7 +110,8 @@ def _classes(version: int) -> tuple[Any, Any, Any]:
     return request, module.TopicProduceData, module.PartitionProduceData
 
 
-def decode_produce_request(frame: bytes | memoryview, offset: int, version: int) -> Any:
+def decode_produce_request(frame: bytes | bytearray | memoryview, offset: int, version: int
+                           ) -> Any:
     """The Produce request body at ``offset`` of ``frame``; ValueError if malformed."""
     request_cls, topic_cls, partition_cls = _classes(version)
     view = memoryview(frame).toreadonly()

@@ -66,7 +66,7 @@ def _converter_for(annotation: Any) -> Converter:
         if item is _identity:
             return lambda value: tuple(value)
         return lambda value: tuple(item(v) for v in value)
-    if dataclasses.is_dataclass(annotation):
+    if isinstance(annotation, type) and dataclasses.is_dataclass(annotation):
         return lambda value: shape(annotation, value)
     if isinstance(annotation, type):
         if issubclass(annotation, (i32Timedelta, i64Timedelta)):
@@ -138,7 +138,8 @@ def nested_class(cls: type, field: str) -> type:
     """The element class of an array field, e.g. the Topic class of a response."""
     annotation = typing.get_type_hints(cls)[field]
     args = typing.get_args(annotation)
-    return args[0] if args else annotation
+    element: type = args[0] if args else annotation
+    return element
 
 
 def millis(value: datetime.timedelta | int | None, default: int = 0) -> int:

@@ -19,7 +19,7 @@ import contextlib
 import os
 import ssl
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 
 from slog.core.errors import SlogError
 
@@ -125,7 +125,7 @@ def _load_keystore(context: ssl.SSLContext, settings: Mapping[str, str],
 
 
 @contextlib.contextmanager
-def _as_file(value: str) -> Iterable[str]:  # type: ignore[misc]
+def _as_file(value: str) -> Iterator[str]:
     """A PEM setting is a file name, or (as in Kafka) the PEM text itself."""
     if not value.lstrip().startswith("-----BEGIN"):
         yield value
@@ -204,7 +204,8 @@ class TlsPipe:
         """Plaintext into ``view``: the count, 0 at the peer's close_notify, or -1 when
         more ciphertext is needed first."""
         try:
-            return self._tls.read(len(view), view)
+            # typeshed says read() returns bytes; into a buffer it returns the count.
+            return self._tls.read(len(view), view)  # type: ignore[return-value]
         except ssl.SSLWantReadError:
             return -1
         except ssl.SSLZeroReturnError:
@@ -241,5 +242,5 @@ class TlsPipe:
         """Ciphertext to send to the peer (handshake messages, records, alerts)."""
         return self._outgoing.read()
 
-    def peer_certificate(self) -> dict[str, object] | None:
+    def peer_certificate(self) -> Mapping[str, object] | None:
         return self._tls.getpeercert() or None

@@ -114,7 +114,7 @@ class Controller:
         config: BrokerConfig,
         writer: MetadataLogWriter,
         image: Callable[[], MetadataImage],
-        on_write: Callable[[], None],
+        on_write: Callable[[], object],
     ):
         self.config = config
         self._writer = writer

@@ -228,14 +228,14 @@ class FetchSessionCache:
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)  # unknown ids are fine: the client starts over
-            session = FetchSession(privileged, now)
-            named = [session.add_or_update(topic, p) for topic, parts in topics for p in parts]
-            session.dirty.update(session.partitions)
-            if epoch == INITIAL_EPOCH and self._make_room(session, now):
-                session.id = self._new_id()
-                session.epoch = next_epoch(INITIAL_EPOCH)
-                self.sessions[session.id] = session
-            return OpenedSession(session, True, named)
+            fresh = FetchSession(privileged, now)
+            named = [fresh.add_or_update(topic, p) for topic, parts in topics for p in parts]
+            fresh.dirty.update(fresh.partitions)
+            if epoch == INITIAL_EPOCH and self._make_room(fresh, now):
+                fresh.id = self._new_id()
+                fresh.epoch = next_epoch(INITIAL_EPOCH)
+                self.sessions[fresh.id] = fresh
+            return OpenedSession(fresh, True, named)
         session = self.sessions.get(session_id)
         if session is None:
             raise SessionError(ErrorCode.fetch_session_id_not_found,

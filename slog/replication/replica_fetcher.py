@@ -265,8 +265,8 @@ class ReplicaFetcherManager:
             addresses[leader] = address
         for leader in [lid for lid in self.fetchers if lid not in wanted or
                        self.fetchers[lid].address != addresses.get(lid)]:
-            fetcher = self.fetchers.pop(leader)
-            asyncio.get_running_loop().create_task(fetcher.stop())
+            stale = self.fetchers.pop(leader)
+            asyncio.get_running_loop().create_task(stale.stop())
         for leader, partitions in wanted.items():
             fetcher = self.fetchers.get(leader)
             if fetcher is None:

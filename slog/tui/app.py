@@ -40,8 +40,10 @@ UNREACHABLE = (ConnectionError, TimeoutError, OSError)
 class Source(Protocol):
     """Where snapshots come from: the collector, or fixed data in tests."""
 
-    location: str
-    reads_metadata_log: bool
+    @property
+    def location(self) -> str: ...
+    @property
+    def reads_metadata_log(self) -> bool: ...
 
     def refresh(self) -> Refresh: ...
     def new_admin(self) -> Admin: ...
@@ -224,7 +226,7 @@ class DashboardApp(App[None]):
             self._table(self.current_tab).focus()
             event.stop()
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         """Leave a detail screen; the view behind it catches up with the refreshes it missed."""
         if len(self.screen_stack) > 1:
             self.pop_screen()
@@ -281,7 +283,7 @@ class DashboardApp(App[None]):
     def action_elect_topic(self) -> None:
         topic = self._selected("topics")
         info = self.state.snapshot.topic(topic) if topic and self.state.snapshot else None
-        if info is None:
+        if topic is None or info is None:
             self.notify("select a topic first", severity="warning")
             return
         tps = [TopicPartition(topic, p.partition) for p in info.partitions]
@@ -300,7 +302,7 @@ class DashboardApp(App[None]):
     def action_add_partitions(self) -> None:
         topic = self._selected("topics")
         info = self.state.snapshot.topic(topic) if topic and self.state.snapshot else None
-        if info is None:
+        if topic is None or info is None:
             self.notify("select a topic first", severity="warning")
             return
         now = len(info.partitions)
@@ -325,7 +327,7 @@ class DashboardApp(App[None]):
     def action_reset_offsets(self) -> None:
         group_id = self._selected("groups")
         group = self.state.snapshot.group(group_id) if group_id and self.state.snapshot else None
-        if group is None:
+        if group_id is None or group is None:
             self.notify("select a group first", severity="warning")
             return
         tps = [TopicPartition(o.topic, o.partition) for o in group.offsets]

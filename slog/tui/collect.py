@@ -86,6 +86,10 @@ def _offsets_from(response: Any) -> dict[TopicPartition, int]:
             for t in response.topics for p in t.partitions if not p.error_code}
 
 
+def _merge_offsets_into(into: dict[TopicPartition, int]) -> Callable[[Any], None]:
+    return lambda response: into.update(_offsets_from(response))
+
+
 class _Exchange:
     """Requests written to many connections first, answers read afterwards."""
 
@@ -281,7 +285,7 @@ class Collector:
             for target, timestamp, replica in kinds:
                 exchange.send(broker_id, ApiKey.LIST_OFFSETS,
                               _list_offsets_body(tps, timestamp, replica),
-                              lambda r, into=target: into.update(_offsets_from(r)))
+                              _merge_offsets_into(target))
 
     def _versions(self, broker_id: int) -> dict[int, tuple[int, int]]:
         try:
@@ -408,6 +412,7 @@ def _topics(meta: ClusterMetadata, offsets: _Offsets,
 
 def _group(group_id: str, coordinator: int, described: Any, committed: dict[TopicPartition, int],
            high_watermarks: dict[TopicPartition, int], error: str | None) -> GroupInfo:
+    members: tuple[MemberInfo, ...]
     if described is None or described.error_code:
         state, protocol_type, assignor, members = "Unknown", "", "", ()
     else:

@@ -70,7 +70,8 @@ def _creation(c: Any) -> AclBinding:
 
 async def create_acls(ctx: RequestContext, request: Any) -> dict[str, Any]:
     refusal = _refusal(ctx, Operation.ALTER)
-    if refusal is None and ctx.broker.controller is None:
+    controller = ctx.broker.controller
+    if refusal is None and controller is None:
         refusal = NOT_CONTROLLER, "this broker is not the controller"
     if refusal is not None:
         error, message = refusal
@@ -84,7 +85,8 @@ async def create_acls(ctx: RequestContext, request: Any) -> dict[str, Any]:
             results.append({"error_code": NONE, "error_message": None})
         except AclError as exc:
             results.append({"error_code": INVALID_REQUEST, "error_message": str(exc)})
-    ctx.broker.controller.create_acls(valid)  # type: ignore[union-attr]
+    assert controller is not None  # else refused above
+    controller.create_acls(valid)
     return {"throttle_time": 0, "results": results}
 
 
@@ -117,7 +119,8 @@ async def describe_acls(ctx: RequestContext, request: Any) -> dict[str, Any]:
 # -- DeleteAcls -------------------------------------------------------------------------
 async def delete_acls(ctx: RequestContext, request: Any) -> dict[str, Any]:
     refusal = _refusal(ctx, Operation.ALTER)
-    if refusal is None and ctx.broker.controller is None:
+    controller = ctx.broker.controller
+    if refusal is None and controller is None:
         refusal = NOT_CONTROLLER, "this broker is not the controller"
     if refusal is not None:
         return {"throttle_time": 0, "filter_results": [
@@ -130,7 +133,8 @@ async def delete_acls(ctx: RequestContext, request: Any) -> dict[str, Any]:
         except AclError as exc:
             filters.append(exc)
     usable = [f for f in filters if isinstance(f, AclFilter)]
-    deleted = iter(ctx.broker.controller.delete_acls(usable))  # type: ignore[union-attr]
+    assert controller is not None  # else refused above
+    deleted = iter(controller.delete_acls(usable))
     results = []
     for f in filters:
         if isinstance(f, AclError):

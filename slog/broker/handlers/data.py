@@ -171,9 +171,9 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
         if found is not None:
             result["timestamp"], result["offset"] = found
     else:
-        found = plog.offset_for_timestamp(ts)
-        if found is not None and found[0] < partition.high_watermark:
-            result["offset"], result["timestamp"] = found
+        first = plog.offset_for_timestamp(ts)
+        if first is not None and first[0] < partition.high_watermark:
+            result["offset"], result["timestamp"] = first
     if result["offset"] >= 0:
         result["leader_epoch"] = partition.leader_epoch
     return result
