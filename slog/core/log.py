@@ -162,6 +162,9 @@ class PartitionLog:
         # Told (under this log's lock) when unflushed data gets a flush.ms deadline, so
         # the periodic flusher looks only at logs that have one (see flush_due_ms).
         self.flush_watch: Callable[[PartitionLog], None] | None = None
+        # Told (outside the lock) when DeleteRecords moved the log start offset, so the
+        # log manager checkpoints it at once: deleted records must stay deleted.
+        self.log_start_watch: Callable[[PartitionLog], None] | None = None
         self._closed = False
         self._disk_errors = _DiskErrors(directory)
         self._epoch_cache_dirty = False
@@ -745,7 +748,10 @@ class PartitionLog:
             return deleted
 
     def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Advance the log start offset (DeleteRecords); True if it moved."""
+        """Advance the log start offset (DeleteRecords); True if it moved.
+
+        Segments wholly below it are deleted now; ``log_start_watch`` is told.
+        """
         with self._lock, self._disk_errors:
             self._check_open()
             if offset > self.log_end_offset:
@@ -755,7 +761,9 @@ class PartitionLog:
             self._log_start_offset = offset
             self._epoch_cache.truncate_from_start(offset)
             self._delete_below_log_start(None)
-            return True
+        if self.log_start_watch is not None:
+            self.log_start_watch(self)
+        return True
 
     def _delete_below_log_start(self, high_watermark: int | None) -> int:
         start = self._log_start_offset

@@ -13,6 +13,7 @@ from slog.broker.handlers import (
     groups,
     log_dirs,
     reassign,
+    records,
     replication,
     sasl,
 )
@@ -21,6 +22,6 @@ from slog.broker.handlers import (
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls):
+                   log_dirs, sasl, acls, records):
         handlers.update(module.HANDLERS)
     return handlers
