@@ -352,13 +352,15 @@ class Partition:
         return True
 
     # -- DeleteRecords (leader) -----------------------------------------------------------
-    def advance_log_start(self, offset: int) -> int:
+    def advance_log_start(self, offset: int, *, checkpoint: bool = True) -> bool:
         """Leader: records below ``offset`` (at most the HW, checked by the caller) are
-        deleted; returns the log start offset now. Followers hear of it on their
-        next fetch, which is answered at once (``notify_watchers``)."""
-        if self.log.maybe_increment_log_start_offset(offset):
-            self.notify_watchers()
-        return self.log.log_start_offset
+        deleted; True if the log start moved (``checkpoint``: as in
+        ``PartitionLog.maybe_increment_log_start_offset``). Followers hear of it on
+        their next fetch, which is answered at once (``notify_watchers``)."""
+        if not self.log.maybe_increment_log_start_offset(offset, checkpoint=checkpoint):
+            return False
+        self.notify_watchers()
+        return True
 
     @property
     def low_watermark(self) -> int:
@@ -468,13 +470,13 @@ class Partition:
         self.set_high_watermark(leader_hw)
         return info
 
-    def follow_log_start(self, leader_log_start: int) -> bool:
+    def follow_log_start(self, leader_log_start: int, *, checkpoint: bool = True) -> bool:
         """Follower: move our log start up to the leader's (DeleteRecords or its
         retention), never past our own LEO; True if it moved (tell the leader)."""
         target = min(leader_log_start, self.log.log_end_offset)
         if target <= self.log.log_start_offset:
             return False
-        return self.log.maybe_increment_log_start_offset(target)
+        return self.log.maybe_increment_log_start_offset(target, checkpoint=checkpoint)
 
     def set_high_watermark(self, offset: int) -> None:
         """Followers learn the HW from the leader; never beyond their own LEO."""

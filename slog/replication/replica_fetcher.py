@@ -203,6 +203,7 @@ class ReplicaFetcher:
         if response.error_code and not progressed:
             log.info("fetch session with broker %d: error %d, sending a full request next",
                      self.leader_id, response.error_code)
+        started: Partition | None = None  # one whose log start moved
         for topic in response.responses:
             for result in topic.partitions:
                 key = (topic.topic, result.partition_index)
@@ -211,12 +212,25 @@ class ReplicaFetcher:
                         key not in self._truncating:
                     log_start = partition.log.log_start_offset
                     progressed &= self._apply(partition, result)
+                    if partition.log.log_start_offset != log_start:
+                        started = partition
                     if result.records or partition.needs_truncation or result.error_code or \
-                            partition.log.log_start_offset != log_start:
+                            partition is started:
                         # Our LEO, log start (the leader waits for it: DeleteRecords)
                         # or what we may fetch moved.
                         self._changed(key)
+        if started is not None:
+            # One checkpoint of the log starts per answer (it holds every log's), written
+            # before our next fetch tells the leader.
+            self._checkpoint_log_start(started)
         return progressed
+
+    @staticmethod
+    def _checkpoint_log_start(partition: Partition) -> None:
+        try:
+            partition.log.checkpoint_log_start()
+        except StorageError as exc:
+            log.error("cannot checkpoint log start offsets: %s", exc)
 
     def _apply(self, partition: Partition, result: Any) -> bool:
         code = int(result.error_code)
@@ -228,7 +242,7 @@ class ReplicaFetcher:
                 else:
                     partition.set_high_watermark(result.high_watermark)
                 if result.log_start_offset > partition.log.log_start_offset:
-                    partition.follow_log_start(result.log_start_offset)
+                    partition.follow_log_start(result.log_start_offset, checkpoint=False)
             except (CorruptRecordError, ValueError, StorageError) as exc:
                 log.error("%s-%d: cannot append what the leader sent: %s", partition.topic,
                           partition.partition, exc)

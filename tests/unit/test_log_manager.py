@@ -134,6 +134,12 @@ def test_delete_records_is_checkpointed_at_once(logs_dir: Path) -> None:
     assert checkpoint.read() == {("a", 0): 12, ("b", 0): 0}
     assert not mgr.get("a", 0).maybe_increment_log_start_offset(5)  # never backwards
     assert checkpoint.read()[("a", 0)] == 12
+    # Several logs moved, one write: the caller checkpoints once, for all of them.
+    assert mgr.get("a", 0).maybe_increment_log_start_offset(20, checkpoint=False)
+    assert mgr.get("b", 0).maybe_increment_log_start_offset(3, checkpoint=False)
+    assert checkpoint.read() == {("a", 0): 12, ("b", 0): 0}
+    mgr.get("b", 0).checkpoint_log_start()
+    assert checkpoint.read() == {("a", 0): 20, ("b", 0): 3}
 
 
 def test_delete(logs_dir: Path) -> None:

@@ -102,7 +102,7 @@ def test_delete_records_waits_for_the_followers_log_start(tmp_path: Path) -> Non
     follower_session.watch(("w", 0), partition)
 
     async def scenario() -> tuple[bool, bool, int]:
-        assert partition.advance_log_start(6) == 6
+        assert partition.advance_log_start(6) and partition.log.log_start_offset == 6
         assert follower_session.dirty == {("w", 0)}  # the follower hears of it at once
         assert partition.low_watermark == 0
         timed_out = await partition.wait_for_low_watermark(6, 0.05)

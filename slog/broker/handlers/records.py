@@ -24,7 +24,7 @@ from slog.replication.partition import Partition
 
 TO_HIGH_WATERMARK = -1  # the offset that means "everything readable"
 
-Waiting = tuple[dict[str, Any], Partition, int]  # result, partition, offset asked for
+Waiting = tuple[dict[str, Any], Partition, int]  # result, partition, new log start
 
 
 def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int,
@@ -53,13 +53,24 @@ def _delete_one(ctx: RequestContext, topic: str, index: int, offset: int,
         result["error_code"] = ErrorCode.offset_out_of_range
         return result
     try:
-        partition.advance_log_start(target)
+        # One checkpoint for the whole request, written before anyone is answered.
+        partition.advance_log_start(target, checkpoint=False)
     except StorageError:
         result["error_code"] = ErrorCode.kafka_storage_error
         return result
     result.update(error_code=ErrorCode.none, low_watermark=partition.log.log_start_offset)
     waiting.append((result, partition, partition.log.log_start_offset))
     return result
+
+
+def _checkpoint(waiting: list[Waiting]) -> None:
+    """Write the moved log starts down (every log of this broker in one file)."""
+    try:
+        waiting[0][1].log.checkpoint_log_start()
+    except StorageError:
+        for result, _, _ in waiting:
+            result.update(error_code=ErrorCode.kafka_storage_error, low_watermark=-1)
+        waiting.clear()
 
 
 async def _await_low_watermarks(waiting: list[Waiting], timeout_s: float) -> None:
@@ -83,6 +94,8 @@ async def delete_records(ctx: RequestContext, request: Any) -> dict[str, Any]:
                         for p in t.partitions]}
         for t in request.topics
     ]
+    if waiting:
+        _checkpoint(waiting)
     if waiting:
         await _await_low_watermarks(waiting, max(millis(request.timeout), 0) / 1000)
     return {"throttle_time": 0, "topics": topics}
