@@ -762,7 +762,9 @@ class PartitionLog:
             if offset <= self._log_start_offset:
                 return False
             self._log_start_offset = offset
-            self._epoch_cache.truncate_from_start(offset)
+            # The epoch file follows with the next flush (see truncate_from_start).
+            self._epoch_cache.truncate_from_start(offset, flush=False)
+            self._epoch_cache_dirty = True
             self._delete_below_log_start(None)
         if checkpoint:
             self.checkpoint_log_start()
