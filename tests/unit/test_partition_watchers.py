@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -91,8 +92,6 @@ def test_without_a_session_an_unnamed_follower_drops_out(tmp_path: Path) -> None
 
 # -- DeleteRecords: the low watermark ------------------------------------------------------
 def test_delete_records_waits_for_the_followers_log_start(tmp_path: Path) -> None:
-    import asyncio
-
     partition = leader(tmp_path)
     append(partition, 10)
     partition.update_follower(2, 10, None, log_start_offset=0)
@@ -115,8 +114,6 @@ def test_delete_records_waits_for_the_followers_log_start(tmp_path: Path) -> Non
 
 
 def test_a_fenced_follower_or_lost_leadership_ends_the_wait(tmp_path: Path) -> None:
-    import asyncio
-
     partition = leader(tmp_path)
     append(partition, 10)
     partition.update_follower(2, 10, None, log_start_offset=0)
