@@ -140,6 +140,8 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
             yield from _topic(op.CREATE, topic.name, or_cluster=True)
     elif api_key == ApiKey.DELETE_TOPICS:
         yield from _delete_topics(request)
+    elif api_key == ApiKey.DELETE_RECORDS:
+        yield from _topics(op.DELETE, request.topics)
     elif api_key == ApiKey.CREATE_PARTITIONS:
         yield from _topics(op.ALTER, request.topics)
     elif api_key == ApiKey.DESCRIBE_CONFIGS:

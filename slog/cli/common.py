@@ -126,6 +126,7 @@ OptionalTopicsArgument = Annotated[list[str] | None, topic_argument("Topic names
 ChosenTopicsArgument = Annotated[list[str] | None, topic_argument(
     "Topic names (required unless --regex is given; never all by default).")]
 TopicArgument = Annotated[str, topic_argument("Topic name.")]
+OptionalTopicArgument = Annotated[str | None, topic_argument("Topic name.")]
 OptionalGroupsArgument = Annotated[list[str] | None, group_argument("Group ids (default: all).")]
 ChosenGroupsArgument = Annotated[list[str] | None, group_argument(
     "Group ids (required unless --regex is given; never all by default).")]

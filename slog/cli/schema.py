@@ -109,6 +109,12 @@ SCHEMAS: dict[str, Shape] = {
         "log_start_offset": "first offset",
         "high_watermark": "end of the committed records (exclusive)",
         "log_end_offset": "offset the next record gets"}),
+    "topic delete-records": Shape("list", {
+        "topic": _TOPIC, "partition": _PARTITION,
+        "before": "offset asked for (-1: the high watermark)",
+        "status": "deleted or failed",
+        "low_watermark": "lowest log start offset of the replicas after it, or null",
+        "error": _ERROR}),
     "topic alter": Shape("list", {"topic": _TOPIC, "partitions": "partition count now",
                                   "set": "configs set {key: value}",
                                   "deleted": "configs reset to default"}),

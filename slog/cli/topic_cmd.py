@@ -1,8 +1,9 @@
-"""``slog topic create|delete|list|describe|alter``."""
+"""``slog topic create|delete|list|describe|alter|delete-records``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -14,6 +15,7 @@ from slog.cli.common import (
     EXIT_USAGE,
     BootstrapOption,
     ChosenTopicsArgument,
+    OptionalTopicArgument,
     OptionalTopicsArgument,
     RegexOption,
     TopicArgument,
@@ -277,3 +279,78 @@ def alter(
         [topic] = admin.describe_topics([name])
     emit([{"topic": name, "partitions": len(topic.partitions), "set": changes,
            "deleted": delete_config or []}], ["topic", "partitions"], output)
+
+
+def _offsets_to_delete(topic: str | None, partitions: list[int] | None, before: int | None,
+                       offsets_json: Path | None) -> dict[tuple[str, int], int]:
+    """What to delete: TOPIC -p N --before OFFSET, or an offsets file (never both)."""
+    from slog.cli.offsets_file import parse_offsets_json
+
+    if offsets_json is not None:
+        if topic is not None or partitions or before is not None:
+            fail("--offsets-json replaces TOPIC, --partition and --before", code=EXIT_USAGE)
+        try:
+            return parse_offsets_json(offsets_json.read_text())
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"cannot read {offsets_json}: {exc}", code=EXIT_USAGE)
+        except ValueError as exc:
+            fail(f"{offsets_json}: {exc}", code=EXIT_USAGE)
+    if topic is None or not partitions or before is None:
+        fail("name a TOPIC with --partition and --before, or pass --offsets-json",
+             code=EXIT_USAGE)
+    if before < -1:
+        fail(f"--before must be -1 (the high watermark) or an offset, not {before}",
+             code=EXIT_USAGE)
+    if any(p < 0 for p in partitions):
+        fail("--partition must be 0 or more", code=EXIT_USAGE)
+    return {(topic, p): before for p in dict.fromkeys(partitions)}
+
+
+@app.command("delete-records")
+def delete_records(
+    topic: OptionalTopicArgument = None,
+    partition: Annotated[list[int] | None, typer.Option(
+        "--partition", "-p", help="Partition number (repeatable).")] = None,
+    before: Annotated[int | None, typer.Option(
+        help="Delete every record below this offset; -1: below the high watermark "
+             "(all readable records).")] = None,
+    offsets_json: Annotated[Path | None, typer.Option(
+        "--offsets-json", help='A file as kafka-delete-records takes: {"partitions": '
+                               '[{"topic", "partition", "offset"}], "version": 1}.')] = None,
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Delete the records below an offset (DeleteRecords): the partition's log start
+    moves up to it on every replica, and consumers start there.
+
+    Exit status: 0 when every partition is done, 4 when every failure is an unknown
+    topic or partition, 1 for other failures.
+
+    Examples:
+      slog topic delete-records orders -p 0 -p 1 --before 1000
+      slog topic delete-records orders -p 0 --before -1
+      slog topic delete-records --offsets-json offsets.json
+    """
+    from slog.client import TopicPartition
+    from slog.client.errors import KafkaError
+
+    wanted = _offsets_to_delete(topic, partition, before, offsets_json)
+    failures: dict[str, KafkaError] = {}
+    with client_errors(bootstrap), _admin(bootstrap) as admin:
+        try:
+            done = admin.delete_records({TopicPartition(*tp): o for tp, o in wanted.items()})
+        except KafkaError as exc:
+            done = exc.results or {}
+            failures = getattr(exc, "errors", None) or {exc.item: exc}
+    rows = []
+    for (name, number), offset in wanted.items():
+        tp = TopicPartition(name, number)
+        error = failures.get(str(tp))
+        rows.append({"topic": name, "partition": number, "before": offset,
+                     "status": "failed" if error is not None else "deleted",
+                     "low_watermark": done.get(tp), "error": str(error) if error else None})
+    emit(rows, ["topic", "partition", "before", "status", "low_watermark", "error"], output)
+    if failures:
+        all_missing = len(failures) == len(wanted) and all(
+            e.name == "UNKNOWN_TOPIC_OR_PARTITION" for e in failures.values())
+        raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)

@@ -14,8 +14,8 @@ controller named in fresh metadata (any broker would forward them; this saves
 the hop) and are retried once after NOT_CONTROLLER (the controller moved). A
 cluster naming no controller, or one it does not list (KRaft, proxies), gets
 them on any broker.
-Everything else goes to any broker, or to partition leaders for ListOffsets, or
-to the broker itself for its configs.
+Everything else goes to any broker, or to partition leaders for ListOffsets and
+DeleteRecords, or to the broker itself for its configs.
 For elections, ELECTION_NOT_NEEDED is an outcome, not a failure.
 """
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slog.client.cluster import ClusterClient, client_tls
+from slog.client.delete_records import delete_records
 from slog.client.errors import InvalidArgumentError, KafkaError, raise_for_items
 from slog.client.offsets import OffsetSpec, list_offsets
 from slog.client.types import (
@@ -398,6 +399,24 @@ class Admin:
         raise_for_items({str(tp): r for tp, r in results.items() if isinstance(r, KafkaError)},
                         found)
         return found
+
+    def delete_records(self, offsets: Mapping[TopicPartition, int], *,
+                       timeout_ms: int | None = None) -> dict[TopicPartition, int]:
+        """Delete every record below each partition's offset (-1: below its high
+        watermark); returns each partition's low watermark (its replicas' lowest log
+        start offset) afterwards.
+
+        Leaders wait up to ``timeout_ms`` (half the request timeout by default) for
+        their followers; REQUEST_TIMED_OUT means the leader deleted but a follower
+        had not caught up yet. An offset past the high watermark is
+        OFFSET_OUT_OF_RANGE.
+        """
+        wait_ms = self.timeout_ms // 2 if timeout_ms is None else timeout_ms
+        results = delete_records(self._cluster, offsets, timeout_ms=wait_ms)
+        done = {tp: r for tp, r in results.items() if isinstance(r, int)}
+        raise_for_items({str(tp): r for tp, r in results.items() if isinstance(r, KafkaError)},
+                        done)
+        return done
 
     def describe_cluster(self) -> ClusterDescription:
         meta = self._cluster.refresh_metadata([])

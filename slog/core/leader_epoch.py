@@ -165,8 +165,13 @@ class LeaderEpochCache:
             if end_offset >= 0 and self._remove_from_end(lambda e: e.start_offset >= end_offset):
                 self.flush()
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Forget epochs wholly before ``start_offset``; the one spanning it now starts there."""
+    def truncate_from_start(self, start_offset: int, *, flush: bool = True) -> None:
+        """Forget epochs wholly before ``start_offset``; the one spanning it now starts there.
+
+        ``flush=False`` leaves the file to the owner's next flush: loading a log
+        truncates its epochs from its log start again, so entries below it on disk
+        are harmless, and a write per partition made DeleteRecords cost an fsync each.
+        """
         with self._lock:
             if start_offset < 0 or not self._entries:
                 return
@@ -175,7 +180,8 @@ class LeaderEpochCache:
             keep_from = bisect.bisect_right([e.start_offset for e in self._entries], start_offset)
             spanning = self._entries[keep_from - 1]
             self._entries[:keep_from] = [EpochEntry(spanning.epoch, start_offset)]
-            self.flush()
+            if flush:
+                self.flush()
 
     def clear(self) -> None:
         with self._lock:

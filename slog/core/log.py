@@ -162,6 +162,10 @@ class PartitionLog:
         # Told (under this log's lock) when unflushed data gets a flush.ms deadline, so
         # the periodic flusher looks only at logs that have one (see flush_due_ms).
         self.flush_watch: Callable[[PartitionLog], None] | None = None
+        # Told (outside the lock) when DeleteRecords moved the log start offset, so the
+        # log manager checkpoints it at once: deleted records must stay deleted. It
+        # writes every log's start, so a caller moving many logs tells it once.
+        self.log_start_watch: Callable[[PartitionLog], None] | None = None
         self._closed = False
         self._disk_errors = _DiskErrors(directory)
         self._epoch_cache_dirty = False
@@ -744,8 +748,13 @@ class PartitionLog:
                 deleted += self._delete_old_segments(over_size, high_watermark, "retention.bytes")
             return deleted
 
-    def maybe_increment_log_start_offset(self, offset: int) -> bool:
-        """Advance the log start offset (DeleteRecords); True if it moved."""
+    def maybe_increment_log_start_offset(self, offset: int, *, checkpoint: bool = True) -> bool:
+        """Advance the log start offset (DeleteRecords); True if it moved.
+
+        Segments wholly below it are deleted now; ``log_start_watch`` is told, unless
+        ``checkpoint`` is False: then the caller calls ``checkpoint_log_start`` once
+        after moving several logs.
+        """
         with self._lock, self._disk_errors:
             self._check_open()
             if offset > self.log_end_offset:
@@ -753,9 +762,18 @@ class PartitionLog:
             if offset <= self._log_start_offset:
                 return False
             self._log_start_offset = offset
-            self._epoch_cache.truncate_from_start(offset)
+            # The epoch file follows with the next flush (see truncate_from_start).
+            self._epoch_cache.truncate_from_start(offset, flush=False)
+            self._epoch_cache_dirty = True
             self._delete_below_log_start(None)
-            return True
+        if checkpoint:
+            self.checkpoint_log_start()
+        return True
+
+    def checkpoint_log_start(self) -> None:
+        """Have the log start offset written down now (see ``log_start_watch``)."""
+        if self.log_start_watch is not None:
+            self.log_start_watch(self)
 
     def _delete_below_log_start(self, high_watermark: int | None) -> int:
         start = self._log_start_offset

@@ -119,6 +119,7 @@ class LogManager:
                 self._logs.update(zip(found, pool.map(open_log, found), strict=True))
             for key in found:
                 self._logs[key].flush_watch = self._schedule_flush
+                self._logs[key].log_start_watch = self._checkpoint_log_starts
             # From now on a crash must be detectable: drop the marker.
             if clean:
                 self._clean_shutdown_file.unlink(missing_ok=True)
@@ -173,6 +174,7 @@ class LogManager:
                 path, config or self.default_config, clean_shutdown=not existed, time=self._time
             )
             log.flush_watch = self._schedule_flush
+            log.log_start_watch = self._checkpoint_log_starts
             self._logs[(topic, partition)] = log
             return log
 
@@ -213,6 +215,7 @@ class LogManager:
         with self._lock:
             for key, log in created.items():
                 log.flush_watch = self._schedule_flush
+                log.log_start_watch = self._checkpoint_log_starts
                 self._logs.setdefault(key, log)
         return created
 
@@ -287,6 +290,15 @@ class LogManager:
             logs = {key: log for key, log in self._logs.items() if not log.closed}
             self._recovery_points.write({k: log.recovery_point for k, log in logs.items()})
             self._log_starts.write({k: log.log_start_offset for k, log in logs.items()})
+
+    def _checkpoint_log_starts(self, _moved: PartitionLog) -> None:
+        """``PartitionLog.log_start_watch``: a DeleteRecords (here or on the leader) moved
+        a log start. Written now, not at the next periodic checkpoint: a restart in
+        between would bring the deleted records back (segments partly below the log
+        start are kept). One small file; DeleteRecords is rare."""
+        with self._lock:
+            self._log_starts.write({key: log.log_start_offset for key, log in self._logs.items()
+                                    if not log.closed})
 
     def shutdown(self) -> None:
         """Flush and close every log, checkpoint, then mark the shutdown clean."""

@@ -59,6 +59,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
@@ -120,6 +121,8 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.CREATE_TOPICS, 2, 7),
     # kio: 1-6 (Kafka 4 dropped v0). v6 accepts topic ids as well as names.
     (ApiKey.DELETE_TOPICS, 1, 6),
+    # Sent to partition leaders; v2 is the first flexible version.
+    (ApiKey.DELETE_RECORDS, 0, 2),
     (ApiKey.CREATE_PARTITIONS, 0, 3),
     # kio: 1-4 (Kafka 4 dropped v0).
     (ApiKey.DESCRIBE_CONFIGS, 1, 4),

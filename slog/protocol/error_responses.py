@@ -172,6 +172,14 @@ def _list_offsets(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
          for t in req.topics)))
 
 
+def _delete_records(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": p.partition_index, "error_code": e,
+                              "low_watermark": -1} for p in t.partitions))
+         for t in req.topics)))
+
+
 def _metadata(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, brokers=(), topics=_rows(cls, "topics", (
         {"error_code": e, "name": t.name, "partitions": (),
@@ -325,6 +333,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     # ApiVersions errors must be sent in v0 layout: api_versions_fallback_response.
     ApiKey.CREATE_TOPICS: (_create_topics, True),
     ApiKey.DELETE_TOPICS: (_delete_topics, True),
+    ApiKey.DELETE_RECORDS: (_delete_records, True),
     ApiKey.INIT_PRODUCER_ID: (_init_producer_id, False),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (_offset_for_leader_epoch, True),
     ApiKey.DESCRIBE_CONFIGS: (_describe_configs, True),

@@ -9,6 +9,11 @@ decides them.
 
 Follower side: records arrive from the leader with their offsets and leader
 epochs already set; the HW is the leader's, capped at our own LEO.
+
+DeleteRecords moves the leader's log start offset; followers learn it from
+fetch responses and move theirs, and report theirs in their fetches. The
+leader's low watermark is the lowest log start among itself and the replicas
+the controller has not fenced; a DeleteRecords answer waits for it.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class FetchWatcher(Protocol):
 @dataclass
 class FollowerState:
     log_end_offset: int = -1  # unknown until its first fetch
+    log_start_offset: int = -1  # as its fetches report it (-1: not yet)
     last_caught_up_ms: float = field(default_factory=_now_ms)
     last_fetch_ms: float = 0.0
     leader_leo_at_last_fetch: int = 0
@@ -107,6 +113,9 @@ class Partition:
         self._leo_before_append = -1
         self._appended_ms = 0.0
         self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # DeleteRecords answers waiting for every live replica's log start to pass
+        # their offset; each future gets True, or False when leadership moved.
+        self._low_watermark_waiters: list[tuple[int, asyncio.Future[bool]]] = []
         # Fetch sessions reading this partition: told when it changes, so a parked
         # fetch wakes for its own partitions only (nothing broker-wide).
         self._watchers: set[FetchWatcher] = set()
@@ -170,6 +179,7 @@ class Partition:
                 else:
                     self.followers.setdefault(replica, FollowerState())
         self._maybe_advance_high_watermark()
+        self._check_low_watermark()  # a fenced replica no longer holds it back
         self._watch_isr()
         self.notify_watchers()  # fetches re-read it: a session must not hide a move
 
@@ -184,6 +194,7 @@ class Partition:
             self.needs_truncation = True
             self._fail_waiters(ErrorCode.not_leader_or_follower,
                                f"{self.topic}-{self.partition}: leadership moved")
+        self._release_low_watermark_waiters()
         self.notify_watchers()
 
     # -- leader data path ----------------------------------------------------------------
@@ -255,8 +266,10 @@ class Partition:
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one)
 
     def update_follower(self, replica_id: int, fetch_offset: int,
-                        session: FetchWatcher | None = None) -> bool:
-        """A follower fetching at ``fetch_offset`` has everything below it.
+                        session: FetchWatcher | None = None,
+                        log_start_offset: int = -1) -> bool:
+        """A follower fetching at ``fetch_offset`` has everything below it, and its
+        log starts at ``log_start_offset`` (-1: an old fetch version that does not say).
 
         Caught up means: at the LEO now, or at least at the LEO the leader had
         when it answered the follower's previous fetch (Kafka's rule).
@@ -274,6 +287,9 @@ class Partition:
         elif fetch_offset >= follower.leader_leo_at_last_fetch:
             follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
         follower.log_end_offset = fetch_offset
+        if log_start_offset != follower.log_start_offset:
+            follower.log_start_offset = log_start_offset
+            self._check_low_watermark()
         follower.last_fetch_ms = now
         follower.leader_leo_at_last_fetch = leo
         follower.session = session
@@ -331,6 +347,57 @@ class Partition:
                     waiting.append((last_offset, future))
             self._commit_waiters = waiting
         return True
+
+    # -- DeleteRecords (leader) -----------------------------------------------------------
+    def advance_log_start(self, offset: int, *, checkpoint: bool = True) -> bool:
+        """Leader: records below ``offset`` (at most the HW, checked by the caller) are
+        deleted; True if the log start moved (``checkpoint``: as in
+        ``PartitionLog.maybe_increment_log_start_offset``). Followers hear of it on
+        their next fetch, which is answered at once (``notify_watchers``)."""
+        if not self.log.maybe_increment_log_start_offset(offset, checkpoint=checkpoint):
+            return False
+        self.notify_watchers()
+        return True
+
+    @property
+    def low_watermark(self) -> int:
+        """Leader: the lowest log start offset of this replica and the followers the
+        controller has not fenced (a dead broker cannot hold deletions back)."""
+        low = self.log.log_start_offset
+        for replica, follower in self.followers.items():
+            if replica not in self.fenced_replicas:
+                low = min(low, follower.log_start_offset)
+        return low
+
+    async def wait_for_low_watermark(self, offset: int, timeout_s: float) -> bool:
+        """True once the low watermark reaches ``offset``; False if it did not in
+        ``timeout_s`` or this broker stopped leading meanwhile."""
+        if not self.is_leader:
+            return False
+        if self.low_watermark >= offset:
+            return True
+        future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._low_watermark_waiters.append((offset, future))
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            self._low_watermark_waiters = [
+                (o, f) for o, f in self._low_watermark_waiters if f is not future]
+
+    def _check_low_watermark(self) -> None:
+        if not self._low_watermark_waiters or not self.is_leader:
+            return
+        low = self.low_watermark
+        for offset, future in self._low_watermark_waiters:
+            if offset <= low and not future.done():
+                future.set_result(True)
+
+    def _release_low_watermark_waiters(self) -> None:
+        for _, future in self._low_watermark_waiters:
+            if not future.done():
+                future.set_result(False)
 
     def wanted_isr(self, lag_max_ms: float) -> tuple[int, ...] | None:
         """The ISR the leader should propose now (shrink laggards, add caught-up), or None."""
@@ -399,6 +466,14 @@ class Partition:
         self._track_producers(info)
         self.set_high_watermark(leader_hw)
         return info
+
+    def follow_log_start(self, leader_log_start: int, *, checkpoint: bool = True) -> bool:
+        """Follower: move our log start up to the leader's (DeleteRecords or its
+        retention), never past our own LEO; True if it moved (tell the leader)."""
+        target = min(leader_log_start, self.log.log_end_offset)
+        if target <= self.log.log_start_offset:
+            return False
+        return self.log.maybe_increment_log_start_offset(target, checkpoint=checkpoint)
 
     def set_high_watermark(self, offset: int) -> None:
         """Followers learn the HW from the leader; never beyond their own LEO."""

@@ -7,6 +7,11 @@ fetcher asks the leader (OffsetForLeaderEpoch, KIP-101/279) where our latest
 epoch ends on the leader and truncates there, so replicas never diverge the
 way high-watermark truncation allowed.
 
+Each answer carries the leader's log start offset; ours follows it (records
+the leader deleted, by DeleteRecords or retention, go here too), and our
+next fetch reports our new log start so a DeleteRecords waiting on the
+leader's low watermark can answer.
+
 Fetches run in an incremental fetch session (KIP-227): after one full request,
 a request names only partitions whose entry changed (our LEO moved, a new
 leader epoch, a partition added) and forgets those no longer followed here or
@@ -198,16 +203,34 @@ class ReplicaFetcher:
         if response.error_code and not progressed:
             log.info("fetch session with broker %d: error %d, sending a full request next",
                      self.leader_id, response.error_code)
+        started: Partition | None = None  # one whose log start moved
         for topic in response.responses:
             for result in topic.partitions:
                 key = (topic.topic, result.partition_index)
                 partition = partitions.get(key)
                 if partition is not None and partition is self.partitions.get(key) and \
                         key not in self._truncating:
+                    log_start = partition.log.log_start_offset
                     progressed &= self._apply(partition, result)
-                    if result.records or partition.needs_truncation or result.error_code:
-                        self._changed(key)  # our LEO (or what we may fetch) moved
+                    if partition.log.log_start_offset != log_start:
+                        started = partition
+                    if result.records or partition.needs_truncation or result.error_code or \
+                            partition is started:
+                        # Our LEO, log start (the leader waits for it: DeleteRecords)
+                        # or what we may fetch moved.
+                        self._changed(key)
+        if started is not None:
+            # One checkpoint of the log starts per answer (it holds every log's), written
+            # before our next fetch tells the leader.
+            self._checkpoint_log_start(started)
         return progressed
+
+    @staticmethod
+    def _checkpoint_log_start(partition: Partition) -> None:
+        try:
+            partition.log.checkpoint_log_start()
+        except StorageError as exc:
+            log.error("cannot checkpoint log start offsets: %s", exc)
 
     def _apply(self, partition: Partition, result: Any) -> bool:
         code = int(result.error_code)
@@ -218,6 +241,8 @@ class ReplicaFetcher:
                     partition.append_as_follower(records, result.high_watermark)
                 else:
                     partition.set_high_watermark(result.high_watermark)
+                if result.log_start_offset > partition.log.log_start_offset:
+                    partition.follow_log_start(result.log_start_offset, checkpoint=False)
             except (CorruptRecordError, ValueError, StorageError) as exc:
                 log.error("%s-%d: cannot append what the leader sent: %s", partition.topic,
                           partition.partition, exc)

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.brokers import run_cli
-from tests.cluster.conftest import FAST, Cluster
+from tests.cluster.conftest import FAST, Cluster, wait_until
 
 TOPIC = "cli-victim"
 GROUP = "cli-group"
@@ -40,7 +40,8 @@ def cluster_state(bootstrap: str) -> dict[str, Any]:
         names = sorted(t.name for t in admin.list_topics())
         described = admin.describe_topics(names)
         return {
-            "topics": [(t.name, t.topic_id, [(p.partition, p.replicas, p.high_watermark)
+            "topics": [(t.name, t.topic_id, [(p.partition, p.replicas, p.high_watermark,
+                                              p.log_start_offset)
                                              for p in t.partitions]) for t in described],
             "configs": {name: {k: (e.value, e.source) for k, e in entries.items()}
                         for name, entries in admin.describe_topic_configs(names).items()},
@@ -63,9 +64,18 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             produced = run_cli("produce", TOPIC, "-p", str(partition), "-b", bootstrap,
                                input_text="".join(f"v{i}\n" for i in range(4)))
             assert produced.returncode == 0, produced.stderr
-        reset = run_cli("group", "reset-offsets", GROUP, "--topic", TOPIC, "--to-offset", "2",
-                        "--execute", "-b", bootstrap)
-        assert reset.returncode == 0, reset.stderr
+
+        def reset_offsets() -> Any:
+            reset = run_cli("group", "reset-offsets", GROUP, "--topic", TOPIC, "--to-offset",
+                            "2", "--execute", "-b", bootstrap)
+            # Right after the cluster starts the coordinator may still be loading: the CLI
+            # reports that (COORDINATOR_LOAD_IN_PROGRESS) instead of waiting; try again.
+            if "COORDINATOR_LOAD_IN_PROGRESS" in reset.stderr:
+                return None
+            assert reset.returncode == 0, reset.stderr
+            return reset
+
+        wait_until(reset_offsets, 30, "the group coordinator to load")
         plans = root / "plans"
         plans.mkdir()
         yield Target(cluster, plans)
@@ -171,6 +181,25 @@ BAD_ARGUMENTS: dict[str, tuple[list[str], str]] = {
                                 "--by-duration", "P999999D", "--execute"], "year 1"),
     "empty group id": (["group", "reset-offsets", "", "--topic", TOPIC, "--to-earliest",
                         "--execute"], "group id"),
+    # topic delete-records (the records must all stay)
+    "delete-records below -1": (["topic", "delete-records", TOPIC, "-p", "0", "--before", "-5"],
+                                "--before"),
+    "delete-records offset not a number": (["topic", "delete-records", TOPIC, "-p", "0",
+                                            "--before", "ten"], "--before"),
+    "delete-records without --before": (["topic", "delete-records", TOPIC, "-p", "0"],
+                                        "--before"),
+    "delete-records without a partition": (["topic", "delete-records", TOPIC, "--before", "1"],
+                                           "--partition"),
+    "delete-records negative partition": (["topic", "delete-records", TOPIC, "-p", "-1",
+                                           "--before", "1"], "--partition"),
+    "delete-records file and topic": (["topic", "delete-records", TOPIC, "--offsets-json",
+                                       "{valid}"], "--offsets-json"),
+    "delete-records a reassignment plan": (["topic", "delete-records", "--offsets-json",
+                                            "{valid}"], "'offset'"),
+    "delete-records missing file": (["topic", "delete-records", "--offsets-json", "{missing}"],
+                                    "cannot read"),
+    "delete-records file is a directory": (["topic", "delete-records", "--offsets-json",
+                                            "{dir}"], "cannot read"),
     # reassign arguments around a valid plan
     "zero throttle": (["reassign", "execute", "--plan", "{valid}", "--throttle", "0"],
                       "--throttle"),

@@ -181,6 +181,42 @@ def test_delete_group_without_delete_is_denied_and_its_offsets_remain(
     assert committed(acl_broker, "admin", scratch) == {}
 
 
+def test_delete_records_needs_delete_on_the_topic(acl_broker: BrokerProcess,
+                                                 setup: dict[str, Any]) -> None:
+    topic = "purgeable"
+    admin = admin_client(acl_broker, "admin")
+    [future] = admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30).values()
+    future.result(timeout=30)
+    with logged_in("admin"):
+        slog_produce(acl_broker.bootstrap, topic, [Rec(b"k", b"%d" % i) for i in range(10)])
+    for future in admin.create_acls([
+            acl(ResourceType.TOPIC, topic, "User:alice", AclOperation.READ),
+            acl(ResourceType.TOPIC, topic, "User:bob", AclOperation.DELETE)]).values():
+        future.result(timeout=30)
+    # alice may read the topic (so librdkafka finds its leader), not delete from it.
+    assert error_of(acl_broker, "alice", "delete_records",
+                    [TopicPartition(topic, 0, 5)]) == TOPIC_DENIED
+    with slog_as(acl_broker, "alice") as conn:
+        refused = conn.request(ApiKey.DELETE_RECORDS, {"topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "offset": 5}]}],
+            "timeout": 5000})
+    [result] = refused.topics[0].partitions
+    assert (result.error_code, result.low_watermark) == (ErrorCode.topic_authorization_failed,
+                                                         -1)
+    assert log_start(acl_broker, topic) == 0
+    error, deleted = admin_call(acl_broker, "bob", "delete_records", [TopicPartition(topic, 0, 5)])
+    assert error is None and deleted.low_watermark == 5
+    assert log_start(acl_broker, topic) == 5
+
+
+def log_start(broker: BrokerProcess, topic: str) -> int:
+    with slog_as(broker, "admin") as conn:
+        response = conn.request(ApiKey.LIST_OFFSETS, {
+            "replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -2}]}]})
+    return int(response.topics[0].partitions[0].offset)
+
+
 # -- DESCRIBE --------------------------------------------------------------------------
 def test_list_offsets_needs_describe(acl_broker: BrokerProcess, setup: dict[str, Any]) -> None:
     wanted = {TopicPartition(LEDGER, 0): OffsetSpec.latest()}

@@ -655,3 +655,35 @@ def test_epoch_cache_survives_reopen_and_is_rebuilt_when_lost(tmp_path: Path) ->
     assert rebuilt.leader_epoch_cache.entries == [(1, 0), (3, 25)]
     assert rebuilt.leader_epoch_cache.end_offset_for(1) == (1, 25)
     assert rebuilt.leader_epoch_cache.end_offset_for(3) == (3, 50)
+
+
+# ==================================================================== DeleteRecords
+
+
+def test_delete_records_moves_the_start_and_deletes_whole_segments_below(
+        tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", config(retention_ms=-1))
+    log.assign_leader_epoch(0, 0)
+    fill(log, 30, leader_epoch=0)
+    log.assign_leader_epoch(1, 30)
+    fill(log, 30, leader_epoch=1)  # 20 records a segment
+    log.flush()
+    assert [s.base_offset for s in log.segments] == [0, 20, 40]
+    assert log.maybe_increment_log_start_offset(25)
+    assert [s.base_offset for s in log.segments] == [20, 40]  # [20,40) holds 25
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(24, 100)
+    assert log.read(25, 200).size == 200
+    assert not log.maybe_increment_log_start_offset(10)  # never backwards
+    with pytest.raises(OffsetOutOfRangeError):
+        log.maybe_increment_log_start_offset(61)  # past the end
+    assert [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries] == \
+        [(0, 25), (1, 30)]
+    # A crash before the epoch file is rewritten: reopening at the checkpointed log
+    # start gives the same epochs (the file's older entries are cut on load).
+    reopened = PartitionLog.open(tmp_path / "t-0", config(retention_ms=-1),
+                                 recovery_point=0, clean_shutdown=False, log_start_offset=25)
+    assert reopened.log_start_offset == 25
+    assert [(e.epoch, e.start_offset) for e in reopened.leader_epoch_cache.entries] == \
+        [(0, 25), (1, 30)]
+    reopened.close()

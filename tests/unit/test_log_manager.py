@@ -123,6 +123,25 @@ def test_log_start_offset_survives_restart(logs_dir: Path) -> None:
     assert manager(logs_dir).get("a", 0).log_start_offset == 25
 
 
+def test_delete_records_is_checkpointed_at_once(logs_dir: Path) -> None:
+    """No clean shutdown, no periodic checkpoint: the deletion itself is on disk."""
+    mgr = manager(logs_dir)
+    fill(mgr, "a", 0, 30)
+    fill(mgr, "b", 0, 5)
+    checkpoint = OffsetCheckpointFile(logs_dir.parent / LOG_START_OFFSET_CHECKPOINT)
+    assert checkpoint.read() == {("a", 0): 0, ("b", 0): 0} or checkpoint.read() == {}
+    assert mgr.get("a", 0).maybe_increment_log_start_offset(12)
+    assert checkpoint.read() == {("a", 0): 12, ("b", 0): 0}
+    assert not mgr.get("a", 0).maybe_increment_log_start_offset(5)  # never backwards
+    assert checkpoint.read()[("a", 0)] == 12
+    # Several logs moved, one write: the caller checkpoints once, for all of them.
+    assert mgr.get("a", 0).maybe_increment_log_start_offset(20, checkpoint=False)
+    assert mgr.get("b", 0).maybe_increment_log_start_offset(3, checkpoint=False)
+    assert checkpoint.read() == {("a", 0): 12, ("b", 0): 0}
+    mgr.get("b", 0).checkpoint_log_start()
+    assert checkpoint.read() == {("a", 0): 20, ("b", 0): 3}
+
+
 def test_delete(logs_dir: Path) -> None:
     mgr = manager(logs_dir)
     fill(mgr, "a", 0, 3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -87,3 +88,60 @@ def test_without_a_session_an_unnamed_follower_drops_out(tmp_path: Path) -> None
     partition.update_follower(2, end)
     time.sleep(0.1)
     assert partition.wanted_isr(lag_max_ms=50) == (1,)
+
+
+# -- DeleteRecords: the low watermark ------------------------------------------------------
+def test_delete_records_waits_for_the_followers_log_start(tmp_path: Path) -> None:
+    partition = leader(tmp_path)
+    append(partition, 10)
+    partition.update_follower(2, 10, None, log_start_offset=0)
+    assert partition.high_watermark == 10
+    cache = FetchSessionCache(10)
+    follower_session = session(cache, follower=True)
+    follower_session.watch(("w", 0), partition)
+
+    async def scenario() -> tuple[bool, bool, int]:
+        assert partition.advance_log_start(6) and partition.log.log_start_offset == 6
+        assert follower_session.dirty == {("w", 0)}  # the follower hears of it at once
+        assert partition.low_watermark == 0
+        timed_out = await partition.wait_for_low_watermark(6, 0.05)
+        waiting = asyncio.ensure_future(partition.wait_for_low_watermark(6, 5))
+        await asyncio.sleep(0)
+        partition.update_follower(2, 10, None, log_start_offset=6)  # its next fetch says so
+        return timed_out, await waiting, partition.low_watermark
+
+    assert asyncio.run(scenario()) == (False, True, 6)
+
+
+def test_a_fenced_follower_or_lost_leadership_ends_the_wait(tmp_path: Path) -> None:
+    partition = leader(tmp_path)
+    append(partition, 10)
+    partition.update_follower(2, 10, None, log_start_offset=0)
+    state = partition.state
+    assert state is not None
+
+    async def scenario() -> tuple[bool, bool]:
+        partition.advance_log_start(4)
+        fenced = asyncio.ensure_future(partition.wait_for_low_watermark(4, 5))
+        await asyncio.sleep(0)
+        partition.become_leader(state, fenced=[2])  # broker 2 declared dead
+        first = await fenced
+        partition.become_leader(state)
+        partition.advance_log_start(8)
+        moved = asyncio.ensure_future(partition.wait_for_low_watermark(8, 5))
+        await asyncio.sleep(0)
+        partition.become_follower(PartitionState("w", 0, replicas=(1, 2), isr=(1, 2),
+                                                 leader=2, leader_epoch=1, partition_epoch=1))
+        return first, await moved
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_a_follower_follows_the_leaders_log_start_up_to_its_own_end(tmp_path: Path) -> None:
+    follower = Partition("w", 0, PartitionLog.open(tmp_path / "f-0", LogConfig()), 2)
+    follower.become_follower(PartitionState("w", 0, replicas=(1, 2), isr=(1, 2), leader=1,
+                                            leader_epoch=0, partition_epoch=0))
+    follower.append_as_follower(build_batch([(None, b"v", (), None)] * 5), 5)
+    assert follower.follow_log_start(3) and follower.log.log_start_offset == 3
+    assert not follower.follow_log_start(2)  # never backwards
+    assert follower.follow_log_start(50) and follower.log.log_start_offset == 5

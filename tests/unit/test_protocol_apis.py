@@ -29,6 +29,7 @@ EXPECTED = {
     "InitProducerId": (0, 4),
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
+    "DeleteRecords": (0, 2),
     "CreatePartitions": (0, 3),
     "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2),

@@ -13,6 +13,7 @@ from slog.broker.handlers import (
     groups,
     log_dirs,
     reassign,
+    records,
     replication,
     sasl,
     scram,
@@ -22,6 +23,6 @@ from slog.broker.handlers import (
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls, scram):
+                   log_dirs, sasl, acls, scram, records):
         handlers.update(module.HANDLERS)
     return handlers

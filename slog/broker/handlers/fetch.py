@@ -120,7 +120,8 @@ class FetchRequestState:
             # session). The others' offsets did not move, and the session's fetch
             # time keeps them caught up (FollowerState.session).
             partition.update_follower(self.follower, cached.fetch_offset,
-                                      self.session if self.session.cached else None)
+                                      self.session if self.session.cached else None,
+                                      cached.log_start_offset)
             result.high_watermark = partition.high_watermark
         if self.follower < 0 and self.client_rack and partition.is_leader and \
                 ctx.broker.config.fetch_from_follower:
@@ -153,7 +154,11 @@ class FetchRequestState:
         told = cached.high_watermark if self.session.cached else \
             (previous.result.high_watermark if previous is not None else result.high_watermark)
         hw_news = self.follower >= 0 and told != result.high_watermark
-        return _Read(result, fetched.size, answer_now=hw_news,
+        # Likewise a log start moved by DeleteRecords: the request waits for the
+        # followers to move theirs (the low watermark).
+        start_news = self.follower >= 0 and self.session.cached and \
+            cached.sent_log_start_offset != result.log_start_offset
+        return _Read(result, fetched.size, answer_now=hw_news or start_news,
                      has_more=fetched.size > 0 or cached.fetch_offset < readable_end)
 
     def answer(self, full: bool) -> list[FetchTopicResult]:
