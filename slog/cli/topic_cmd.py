@@ -332,7 +332,7 @@ def delete_records(
       slog topic delete-records --offsets-json offsets.json
     """
     from slog.client import TopicPartition
-    from slog.client.errors import KafkaError
+    from slog.client.errors import ErrorCode, KafkaError
 
     wanted = _offsets_to_delete(topic, partition, before, offsets_json)
     failures: dict[str, KafkaError] = {}
@@ -352,5 +352,5 @@ def delete_records(
     emit(rows, ["topic", "partition", "before", "status", "low_watermark", "error"], output)
     if failures:
         all_missing = len(failures) == len(wanted) and all(
-            e.name == "UNKNOWN_TOPIC_OR_PARTITION" for e in failures.values())
+            e.code == ErrorCode.unknown_topic_or_partition for e in failures.values())
         raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)
