@@ -11,6 +11,7 @@ the ACL's doing.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -104,9 +105,20 @@ def committed(broker: BrokerProcess, user: str, group: str) -> dict[tuple[str, i
 
 def commit(broker: BrokerProcess, user: str, group: str,
            offsets: dict[tuple[str, int], int]) -> int | None:
-    return error_of(broker, user, "alter_consumer_group_offsets", [
-        ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o)
-                                             for (t, p), o in offsets.items()])])
+    """The first error of the commit, its own or a partition's. A coordinator still
+    loading its offsets partition (the first commit creates __consumer_offsets) is
+    waited out, as a consumer would; AlterConsumerGroupOffsets does not retry it."""
+    give_up = time.monotonic() + 30
+    while True:
+        error, result = admin_call(broker, user, "alter_consumer_group_offsets", [
+            ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o)
+                                                 for (t, p), o in offsets.items()])])
+        if error is None:
+            error = next((int(tp.error.code()) for tp in result.topic_partitions
+                          if tp.error is not None), None)
+        if error != ErrorCode.coordinator_load_in_progress or time.monotonic() > give_up:
+            return error
+        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
