@@ -10,14 +10,15 @@ follow :mod:`slog.client.admin`: a call raises the first failed item's
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from slog.client.cluster import ClusterClient
 from slog.client.connection import BrokerConnection
-from slog.client.errors import KafkaError, raise_for_items
+from slog.client.errors import ErrorCode, KafkaError, raise_for_items
 from slog.client.group_requests import (
     OffsetAndMetadata,
     commit_body,
@@ -40,6 +41,28 @@ from slog.protocol.apis import ApiKey
 __all__ = ["GroupAdmin", "GroupDescription", "GroupListing", "MemberDescription"]
 
 CHANNEL = "group-admin"
+# A coordinator loading its offsets partition (right after __consumer_offsets is
+# created, or after a failover) or just moved: Kafka's admin client retries these.
+COORDINATOR_RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress,
+                                   ErrorCode.coordinator_not_available,
+                                   ErrorCode.not_coordinator})
+COORDINATOR_RETRY_S = 30.0
+COORDINATOR_BACKOFF_S = 0.1
+T = TypeVar("T")
+
+
+def _retrying_coordinator(call: Callable[[], T]) -> T:
+    """``call()``, again while every error it raises is a coordinator loading or moving."""
+    give_up = time.monotonic() + COORDINATOR_RETRY_S
+    while True:
+        try:
+            return call()
+        except KafkaError as exc:
+            errors = getattr(exc, "errors", None) or {"": exc}
+            if time.monotonic() > give_up or \
+                    any(e.code not in COORDINATOR_RETRIABLE for e in errors.values()):
+                raise
+        time.sleep(COORDINATOR_BACKOFF_S)
 
 
 @dataclass(frozen=True)
@@ -155,6 +178,11 @@ class GroupAdmin:
                      ) -> dict[str, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets of each group (all of them, or of ``partitions``)."""
         wanted = None if partitions is None else [TopicPartition(*tp) for tp in partitions]
+        ids = list(group_ids)
+        return _retrying_coordinator(lambda: self._list_offsets(ids, wanted))
+
+    def _list_offsets(self, group_ids: Iterable[str], wanted: list[TopicPartition] | None
+                      ) -> dict[str, dict[TopicPartition, OffsetAndMetadata | None]]:
         results: dict[str, dict[TopicPartition, OffsetAndMetadata | None]] = {}
         failures: dict[str, KafkaError] = {}
         for node, ids in self._by_coordinator(group_ids).items():
@@ -174,10 +202,14 @@ class GroupAdmin:
         UNKNOWN_MEMBER_ID: its members own the offsets)."""
         values = {TopicPartition(*tp): v if isinstance(v, OffsetAndMetadata)
                   else OffsetAndMetadata(v) for tp, v in offsets.items()}
-        node = find_coordinator(self._cluster, group_id)
-        [response] = _pipeline(self._connection(node), ApiKey.OFFSET_COMMIT,
-                               [commit_body(group_id, -1, "", None, values)])
-        raise_for_items({str(tp): e for tp, e in commit_errors(response).items()})
+
+        def commit() -> None:
+            node = find_coordinator(self._cluster, group_id)
+            [response] = _pipeline(self._connection(node), ApiKey.OFFSET_COMMIT,
+                                   [commit_body(group_id, -1, "", None, values)])
+            raise_for_items({str(tp): e for tp, e in commit_errors(response).items()})
+
+        _retrying_coordinator(commit)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         by_topic: dict[str, list[int]] = defaultdict(list)
