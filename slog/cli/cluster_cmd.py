@@ -38,6 +38,12 @@ app = typer.Typer(help="Start, stop and check a local cluster of brokers.", no_a
 
 BROKER_COLUMNS = ["id", "address", "pid", "status", "controller"]
 POLL_S = 0.02
+# A broker still starting (recovering logs, catching up with the metadata) is waited
+# for past --timeout: this long after it was last seen starting, up to this many
+# timeouts or DAEMON_START_S, whichever is longer.
+STARTING_GRACE_S = 5.0
+STARTING_EXTENSION = 10
+DAEMON_START_S = 120.0  # a broker neither serving nor gone by then is hung
 
 
 def _root(data_dir: Path | None) -> Path:
@@ -113,14 +119,23 @@ def _waiting_for(view: ClusterView, expected: Iterable[int]) -> list[str]:
 
 
 def _wait_until_ready(watcher: DataDirWatcher, expected: list[int], deadline: float,
-                      progress: Progress) -> tuple[ClusterView, list[str]]:
+                      limit: float, progress: Progress) -> tuple[ClusterView, list[str]]:
+    """Wait until ``expected`` form a cluster, or ``deadline`` passes. A broker still
+    recovering its logs and catching up with the metadata (its process runs and its
+    ``starting`` marker is there, or the controller has yet to register it) is
+    progress, not a hang: the wait goes on while one is, until ``limit`` at most."""
     while True:
         view = watcher.view()
         missing = _waiting_for(view, expected)
         ready = sum(1 for b in expected if (s := view.broker(b)) is not None and s.serving)
         progress.update(completed=ready, description="waiting for " + ", ".join(missing)
                         if missing else "cluster ready")
-        if not missing or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if any((s := view.broker(b)) is not None and s.alive and (
+                not s.registered or watcher.layout.broker(b).starting.exists())
+               for b in expected):
+            deadline = min(limit, max(deadline, now + STARTING_GRACE_S))
+        if not missing or now >= deadline:
             return view, missing
         time.sleep(POLL_S)
 
@@ -138,7 +153,8 @@ def up(
     racks: Annotated[str | None, typer.Option(
         help="Racks (broker.rack) given to brokers 1..N round-robin, e.g. a,b,c.")] = None,
     timeout: Annotated[float, typer.Option(
-        min=0.1, help="Seconds to wait for a healthy cluster.")] = 15.0,
+        min=0.1, help="Seconds to wait for a healthy cluster (longer while brokers are "
+                      "still recovering their logs).")] = 15.0,
     serve_tls: Annotated[bool, typer.Option(
         "--tls", help="Serve TLS (security.protocol SSL, or SASL_SSL with SASL), "
                       "between the brokers too, with certificates of a local CA kept in "
@@ -196,8 +212,10 @@ def up(
         settings = dict(overrides)
         if rack_names:
             settings["broker.rack"] = rack_names[(broker_id - 1) % len(rack_names)]
+        # A broker recovering thousands of logs listens only after seconds; one that
+        # dies is reported at once, so only a hung one would wait this out.
         return start_daemon(broker_id, root, f"{host}:{to_start[broker_id]}", settings,
-                            timeout_s=max(0.1, deadline - time.monotonic()))
+                            timeout_s=max(DAEMON_START_S, deadline - time.monotonic()))
 
     expected = sorted(running | set(wanted))
     with progress_bar(f"starting {len(to_start)} broker(s)", len(expected), "brokers serving",
@@ -211,7 +229,9 @@ def up(
                 print(f"error: broker {broker_id} failed to start: {detail}", file=sys.stderr)
             fail(f"{len(failures)} of {len(to_start)} broker(s) failed to start",
                  hint=f"see {root}/brokers/<id>/broker.log; `slog cluster down` stops the rest")
-        view, missing = _wait_until_ready(watcher, expected, deadline, progress)
+        view, missing = _wait_until_ready(watcher, expected, deadline,
+                                          started_at + max(timeout * STARTING_EXTENSION,
+                                                           DAEMON_START_S), progress)
 
     actions = {b: {"action": "already running" if b in running else "started"} for b in wanted}
     _print_up(view, actions, output, time.monotonic() - started_at, tls_files,

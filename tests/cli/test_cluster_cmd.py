@@ -193,3 +193,23 @@ def test_up_gives_brokers_racks_round_robin(data_dir: Path) -> None:
     assert cluster(data_dir, "down").returncode == 0
     empty = cluster(data_dir, "up", "--brokers", "1", "--racks", "a,,b")
     assert empty.returncode == 2 and "empty rack name" in empty.stderr
+
+
+def test_up_waits_past_its_timeout_for_brokers_still_recovering_their_logs(data_dir: Path
+                                                                            ) -> None:
+    # Thousands of replicas take a broker seconds to open: that is progress, and a
+    # --timeout meant for a hung start must not fail it (10,000 partitions did).
+    base = free_port()
+    assert cluster(data_dir, "up", "-n", "1", "--base-port", str(base),
+                   "-c", "log.preallocate=false").returncode == 0
+    created = run_cli("topic", "create", "wide", "-p", "3000", "-r", "1",
+                      "-b", f"127.0.0.1:{base}")
+    assert created.returncode == 0, created.stderr
+    assert cluster(data_dir, "down").returncode == 0
+    started = time.monotonic()
+    up = cluster(data_dir, "up", "-n", "1", "--base-port", str(base), "--timeout", "0.2",
+                 "-c", "log.preallocate=false")
+    took = time.monotonic() - started
+    assert up.returncode == 0, up.stderr
+    assert took > 0.2  # it did wait past the timeout, for a broker that was starting
+    assert cluster(data_dir, "down").returncode == 0
