@@ -8,18 +8,13 @@ returned.
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 from slog.client.cluster import ClusterClient
-from slog.client.errors import (
-    InvalidArgumentError,
-    KafkaError,
-    LeaderNotAvailableError,
-    raise_for_items,
-)
+from slog.client.errors import InvalidArgumentError, KafkaError, raise_for_items
+from slog.client.leader_requests import ask_leaders, request_leader
 from slog.client.types import OffsetAndTimestamp, TopicPartition
 from slog.protocol.apis import ApiKey
 
@@ -60,12 +55,8 @@ def _request_body(tps: Mapping[TopicPartition, int], isolation_level: int) -> di
 
 def _ask_leader(cluster: ClusterClient, leader: int, tps: Mapping[TopicPartition, int],
                 isolation_level: int) -> dict[TopicPartition, Result]:
-    conn = cluster.connection(leader, CHANNEL)
-    try:
-        response = conn.request(ApiKey.LIST_OFFSETS, _request_body(tps, isolation_level))
-    except ConnectionError:
-        cluster.close_connection(leader, CHANNEL)
-        raise
+    response = request_leader(cluster, leader, CHANNEL, ApiKey.LIST_OFFSETS,
+                              _request_body(tps, isolation_level))
     out: dict[TopicPartition, Result] = {}
     for topic in response.topics:
         for part in topic.partitions:
@@ -83,38 +74,9 @@ def list_offsets(cluster: ClusterClient, specs: Mapping[TopicPartition, OffsetSp
                  backoff_s: float = 0.1) -> dict[TopicPartition, Result]:
     """Offsets for each partition; a partition that keeps failing maps to its KafkaError."""
     wanted = {TopicPartition(*tp): spec_timestamp(spec) for tp, spec in specs.items()}
-    results: dict[TopicPartition, Result] = {}
-    todo = dict(wanted)
-    for attempt in range(attempts):
-        if attempt or any(cluster.leader_for(*tp) is None for tp in todo):
-            try:
-                cluster.refresh_metadata({tp.topic for tp in todo})
-            except ConnectionError:
-                if attempt == attempts - 1:
-                    raise
-                time.sleep(backoff_s)
-                continue
-        by_leader: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
-        for tp, ts in todo.items():
-            leader = cluster.leader_for(*tp)
-            if leader is None:
-                known = cluster.partition(*tp) is not None
-                results[tp] = (LeaderNotAvailableError(item=str(tp)) if known
-                               else KafkaError.for_code(3, item=str(tp)))
-            else:
-                by_leader[leader][tp] = ts
-        for leader, tps in by_leader.items():
-            try:
-                results.update(_ask_leader(cluster, leader, tps, isolation_level))
-            except ConnectionError as exc:
-                for tp in tps:
-                    results[tp] = KafkaError.for_code(13, str(exc), item=str(tp))
-        todo = {tp: wanted[tp] for tp, r in results.items()
-                if isinstance(r, KafkaError) and r.retriable}
-        if not todo:
-            break
-        time.sleep(backoff_s)
-    return {tp: results[tp] for tp in wanted}
+    return ask_leaders(cluster, wanted,
+                       lambda leader, tps: _ask_leader(cluster, leader, tps, isolation_level),
+                       attempts=attempts, backoff_s=backoff_s)
 
 
 def found_offsets(results: Mapping[TopicPartition, Result]) -> dict[TopicPartition, int]:

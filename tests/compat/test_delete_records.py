@@ -24,7 +24,13 @@ from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import run_cli
 from tests.cluster.conftest import Cluster, wait_until
-from tests.compat.clients import aiokafka_consume, confluent_consume, kafka_python_consume
+from tests.compat.clients import (
+    Rec,
+    aiokafka_consume,
+    confluent_consume,
+    kafka_python_consume,
+    slog_produce,
+)
 
 BATCHES, PER_BATCH = 10, 10
 # A segment per batch (the smallest legal size): deletions show on disk segment by segment.
@@ -195,7 +201,9 @@ def test_errors_and_waiting_for_the_followers(cluster: Cluster) -> None:
 
     cluster.create_topic("purge-compacted", configs={"cleanup.policy": "compact"})
     compacted_leader = cluster.leader("purge-compacted")
-    cluster.append_to(compacted_leader, "purge-compacted", 0, [b"v"], acks=-1)
+    # keyed: a compacted topic refuses keyless records
+    slog_produce(cluster.brokers[compacted_leader].bootstrap, "purge-compacted",
+                 [Rec(b"k", b"v")])
     assert _delete_raw(cluster, compacted_leader, "purge-compacted", 1)[0] == \
         ErrorCode.policy_violation
 
