@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_support import BenchTimeout, Deadline  # noqa: E402
+from bench_support import Deadline, measure_and_report  # noqa: E402
 
 from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E402
 from slog.core.datadir import known_broker_ids, read_broker_info  # noqa: E402
@@ -368,8 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     results = Results()
     print(f"cluster benchmark: {BROKERS} brokers, {ups} cluster up, {kills} kills, "
           f"{reps} x {records:,} records per topic; temp dir {root}", flush=True)
-    try:
-        cluster = None
+    def measure() -> None:
         for n in range(ups):
             cluster = Cluster(root / f"cluster-{n}")
             with contextlib.ExitStack() as stack:
@@ -382,14 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                     write_values(values, records)
                     measure_replication(cluster, records, reps, values, results, deadline)
             shutil.rmtree(cluster.root, ignore_errors=True)
-    except BenchTimeout as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        report(results)
-        return 2
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return 0 if report(results) else 1
 
+    return measure_and_report(measure, lambda: report(results), root)
 
 if __name__ == "__main__":
     sys.exit(main())

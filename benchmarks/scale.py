@@ -66,7 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_support import BenchTimeout, Deadline  # noqa: E402
+from bench_support import BenchTimeout, Deadline, measure_and_report  # noqa: E402
 from cluster import BROKERS, running  # noqa: E402
 from cluster import Cluster as BenchCluster  # noqa: E402
 
@@ -404,13 +404,15 @@ def report(rows: list[Row]) -> bool:
     print("|" + "---|" * len(header))
     for cells in lines:
         print("| " + " | ".join(cells) + " |")
-    steps = ", ".join(f"{b.partitions / a.partitions:g}" for a, b in itertools.pairwise(rows))
-    print(f"\ngrowth from row to row (each row has {steps} times the last's partitions):")
-    for label, attr in (("creation", "create_s"), ("idle CPU", "idle_pct"),
-                        ("kcat -L", "kcat_ms"), ("RSS", "rss_mb"),
-                        ("failover", "failover_leaders_s"),
-                        ("restart caught up", "restart_caught_up_s")):
-        print(f"  {label}: {_growth(rows, attr)}")
+    if len(rows) > 1:  # one row has no growth to show
+        steps = ", ".join(f"{b.partitions / a.partitions:g}"
+                          for a, b in itertools.pairwise(rows))
+        print(f"\ngrowth from row to row (each row has {steps} times the last's partitions):")
+        for label, attr in (("creation", "create_s"), ("idle CPU", "idle_pct"),
+                            ("kcat -L", "kcat_ms"), ("RSS", "rss_mb"),
+                            ("failover", "failover_leaders_s"),
+                            ("restart caught up", "restart_caught_up_s")):
+            print(f"  {label}: {_growth(rows, attr)}")
     for r in rows:
         for note in r.notes:
             print(f"  note ({r.partitions:,}): {note}")
@@ -465,18 +467,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"scale benchmark: {BROKERS} brokers, RF 3, rows {counts}; temp dir {root}",
           flush=True)
     rows: list[Row] = []
-    try:
+
+    def measure() -> None:
         for count in counts:
             rows.append(run_row(root, count, deadline))
-    except (BenchTimeout, RuntimeError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        if rows:
-            report(rows)
-        return 2
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return 0 if report(rows) else 1
 
+    return measure_and_report(measure, lambda: bool(rows) and report(rows), root,
+                              stops=(BenchTimeout, RuntimeError))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,7 @@ from typing import Any
 
 from slog.client.cluster import ClusterClient
 from slog.client.errors import KafkaError
-from slog.client.leader_requests import ask_leaders, request_leader
+from slog.client.leader_requests import ask_leaders, partition_results, request_leader
 from slog.client.types import TopicPartition
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
@@ -39,13 +39,7 @@ def _ask_leader(cluster: ClusterClient, leader: int, offsets: Mapping[TopicParti
                 timeout_ms: int) -> dict[TopicPartition, Result]:
     response = request_leader(cluster, leader, CHANNEL, ApiKey.DELETE_RECORDS,
                               _request_body(offsets, timeout_ms))
-    out: dict[TopicPartition, Result] = {}
-    for topic in response.topics:
-        for part in topic.partitions:
-            tp = TopicPartition(topic.name, part.partition_index)
-            out[tp] = KafkaError.for_code(part.error_code, item=str(tp)) if part.error_code \
-                else int(part.low_watermark)
-    return out
+    return partition_results(response, lambda part: int(part.low_watermark))
 
 
 def delete_records(cluster: ClusterClient, offsets: Mapping[TopicPartition, int], *,

@@ -32,6 +32,18 @@ def request_leader(cluster: ClusterClient, leader: int, channel: str, api_key: i
         raise
 
 
+def partition_results(response: Any, parse: Callable[[Any], R]
+                      ) -> dict[TopicPartition, R | KafkaError]:
+    """Each partition of a leader's answer: its error, or ``parse`` of its entry."""
+    out: dict[TopicPartition, R | KafkaError] = {}
+    for topic in response.topics:
+        for part in topic.partitions:
+            tp = TopicPartition(topic.name, part.partition_index)
+            out[tp] = KafkaError.for_code(part.error_code, item=str(tp)) if part.error_code \
+                else parse(part)
+    return out
+
+
 def ask_leaders(cluster: ClusterClient, wanted: Mapping[TopicPartition, V], ask: Ask[V, R], *,
                 attempts: int = 5, backoff_s: float = 0.1,
                 retry: Callable[[KafkaError], bool] = lambda error: error.retriable,

@@ -14,7 +14,7 @@ from typing import Any
 
 from slog.client.cluster import ClusterClient
 from slog.client.errors import InvalidArgumentError, KafkaError, raise_for_items
-from slog.client.leader_requests import ask_leaders, request_leader
+from slog.client.leader_requests import ask_leaders, partition_results, request_leader
 from slog.client.types import OffsetAndTimestamp, TopicPartition
 from slog.protocol.apis import ApiKey
 
@@ -57,16 +57,8 @@ def _ask_leader(cluster: ClusterClient, leader: int, tps: Mapping[TopicPartition
                 isolation_level: int) -> dict[TopicPartition, Result]:
     response = request_leader(cluster, leader, CHANNEL, ApiKey.LIST_OFFSETS,
                               _request_body(tps, isolation_level))
-    out: dict[TopicPartition, Result] = {}
-    for topic in response.topics:
-        for part in topic.partitions:
-            tp = TopicPartition(topic.name, part.partition_index)
-            if part.error_code:
-                out[tp] = KafkaError.for_code(part.error_code, item=str(tp))
-            else:
-                out[tp] = OffsetAndTimestamp(part.offset, part.timestamp,
-                                             getattr(part, "leader_epoch", -1))
-    return out
+    return partition_results(response, lambda part: OffsetAndTimestamp(
+        part.offset, part.timestamp, getattr(part, "leader_epoch", -1)))
 
 
 def list_offsets(cluster: ClusterClient, specs: Mapping[TopicPartition, OffsetSpec], *,
