@@ -41,3 +41,18 @@ def measure_and_report(measure: Callable[[], None], report: Callable[[], bool], 
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0 if report() else 1
+
+
+def wait_until(condition: Callable[[], object], deadline: Deadline, what: str,
+               limit_s: float = 30.0, poll_s: float = 0.01) -> object:
+    """``condition()``'s first true value, polled; RuntimeError after ``limit_s`` (or
+    BenchTimeout when the whole run's deadline comes first)."""
+    end = time.monotonic() + min(limit_s, deadline.left())
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            deadline.left()
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(poll_s)

@@ -60,7 +60,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_support import Deadline, measure_and_report  # noqa: E402
+from bench_support import Deadline, measure_and_report, wait_until  # noqa: E402
 
 from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E402
 from slog.core.datadir import known_broker_ids, read_broker_info  # noqa: E402
@@ -85,18 +85,6 @@ PRODUCER_CONFIG = {  # as benchmarks/broker.py, with acks set per topic
 
 
 
-
-
-def wait_until(condition, deadline: Deadline, what: str, limit_s: float = 30.0):
-    end = time.monotonic() + min(limit_s, deadline.left())
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            deadline.left()
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 def cli(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:

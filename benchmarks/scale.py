@@ -67,6 +67,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_support import BenchTimeout, Deadline, measure_and_report  # noqa: E402
+from bench_support import wait_until as bench_wait_until  # noqa: E402
 from cluster import BROKERS, running  # noqa: E402
 from cluster import Cluster as BenchCluster  # noqa: E402
 
@@ -86,15 +87,8 @@ TARGETS = {  # at 10,000 partitions unless said otherwise
 
 def wait_until(condition: Callable[[], object], deadline: Deadline, what: str,
                limit_s: float = 120.0, poll_s: float = 0.02) -> object:
-    end = time.monotonic() + min(limit_s, deadline.left())
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > end:
-            deadline.left()
-            raise RuntimeError(f"timed out waiting for {what}")
-        time.sleep(poll_s)
+    """bench_support's, with the longer waits thousands of partitions need."""
+    return bench_wait_until(condition, deadline, what, limit_s, poll_s)
 
 
 def cpu_seconds(pid: int) -> float:
