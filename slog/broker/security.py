@@ -63,6 +63,9 @@ class Session:
     scram: ScramServer | None = field(default=None, repr=False)
     listener: str = ""  # the listener the connection arrived on (Metadata answers for it)
     sasl_required: bool = False  # a SASL_PLAINTEXT or SASL_SSL listener
+    # Client quotas: nothing more is read from the connection until then (KIP-219),
+    # on time.monotonic()'s clock; set after a throttled request (slog.broker.quotas).
+    muted_until: float = 0.0
 
 
 class Security:

@@ -12,6 +12,7 @@ from slog.broker.handlers import (
     fetch,
     groups,
     log_dirs,
+    quotas,
     reassign,
     replication,
     sasl,
@@ -21,6 +22,6 @@ from slog.broker.handlers import (
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls):
+                   log_dirs, sasl, acls, quotas):
         handlers.update(module.HANDLERS)
     return handlers
