@@ -8,13 +8,15 @@ their sum over the time they span, counted as at least all but one full sample,
 so a new client is not judged on its first milliseconds.
 
 When a request takes a rate over its quota, the client is throttled for the
-time that brings the rate back to the quota: ``(rate - quota) / quota * window``
-(Kafka's formula), at most one full window. The response carries it as
+time that brings the rate back to the quota: until the window's total over the
+time the samples really span is the quota (Kafka's ``(rate - quota) / quota *
+window`` once the window has filled), at most one full window. The response carries it as
 ``throttle_time_ms`` and the connection is then muted (nothing more is read
 from it) for that long (KIP-219), see ``slog.broker.server``.
 
-Produce counts request bytes, fetch counts response bytes (a throttled fetch is
-answered empty and its bytes are not counted, as Kafka does), and
+Produce counts request bytes, fetch counts response bytes (at most one sample's
+worth per response; the answer goes out and the throttle follows it, where Kafka
+would withhold the answer: see ``slog.broker.handlers.fetch``), and
 ``request_percentage`` counts the time handlers spend on the event loop for the
 client, as a percentage of one thread (:class:`TimedHandler` measures it).
 Brokers (follower fetches, the inter-broker principal) are never throttled.
@@ -74,7 +76,16 @@ class SampledRate:
 
     def rate(self, now: float) -> float:
         window = self.window_s(now)
-        return sum(total for _, total in self._samples) / window if window > 0 else 0.0
+        return self.total(now) / window if window > 0 else 0.0
+
+    def total(self, now: float) -> float:
+        self._purge(now)
+        return sum(total for _, total in self._samples)
+
+    def elapsed_s(self, now: float) -> float:
+        """The time the samples really span (no minimum)."""
+        self._purge(now)
+        return now - self._samples[0][0] if self._samples else 0.0
 
 
 class ClientQuotas:
@@ -124,20 +135,16 @@ class ClientQuotas:
         rate.record(value, now)
         return self._throttle_ms(rate, quota.limit, now)
 
-    def unrecord(self, user: str, client_id: str, key: str, value: float) -> None:
-        """Take back a value recorded for an answer that was not given (throttled fetch)."""
-        quota = self.quota(user, client_id, key)
-        if quota is not None:
-            now = self._clock()
-            self._rate(key, quota, now).record(-value, now)
-
     def window_bytes(self, user: str, client_id: str) -> int | None:
-        """The most a consumer may fetch in one response: its quota over all but one
-        sample of the window (Kafka caps fetches so), or None without a quota."""
+        """The most a consumer may fetch in one response, or None without a quota: its
+        quota over one sample. (Kafka allows all but one sample's worth; a smaller
+        answer keeps a throttled consumer's stream steady instead of window-sized
+        bursts, and an answer over the quota is withheld whole, so a smaller one wastes
+        less of the client's time.)"""
         quota = self.quota(user, client_id, CONSUMER_BYTE_RATE)
         if quota is None:
             return None
-        return max(int(quota.limit * (self._samples - 1) * self._window_s), 1)
+        return max(int(quota.limit * self._window_s), 1)
 
     def _rate(self, key: str, quota: ResolvedQuota, now: float) -> SampledRate:
         if now >= self._next_sweep:
@@ -150,11 +157,14 @@ class ClientQuotas:
         return rate
 
     def _throttle_ms(self, rate: SampledRate, limit: float, now: float) -> int:
-        observed = rate.rate(now)
-        if observed <= limit:
+        if rate.rate(now) <= limit:
             return 0
-        throttle_s = (observed - limit) / limit * rate.window_s(now)
-        return min(int(throttle_s * 1000), self.max_throttle_ms)
+        # Until the window's total over the time it really spans is back at the quota.
+        # Kafka's (rate - quota) / quota * window is the same once the window has
+        # filled; before, its window is the all-but-one-sample minimum, which wakes a
+        # new client too early, again and again, and lets bursts through.
+        throttle_s = rate.total(now) / limit - rate.elapsed_s(now)
+        return min(max(int(throttle_s * 1000), 1), self.max_throttle_ms)
 
 
 def quota_user(principal: str | None) -> str:

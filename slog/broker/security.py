@@ -66,6 +66,9 @@ class Session:
     # Client quotas: nothing more is read from the connection until then (KIP-219),
     # on time.monotonic()'s clock; set after a throttled request (slog.broker.quotas).
     muted_until: float = 0.0
+    # A produce byte-rate quota applies: its produce requests are handled one at a
+    # time, as Kafka handles every request, so each throttle is felt by the next one.
+    produce_quota: bool = False
 
 
 class Security:

@@ -261,8 +261,9 @@ class _Connection:
         try:
             while True:
                 if inflight:
+                    pipelined = 1 if self.session.produce_quota else MAX_PIPELINED_PRODUCE
                     while frames and _is_produce(frames[0]) and \
-                            len(inflight) < MAX_PIPELINED_PRODUCE and not self._muted():
+                            len(inflight) < pipelined and not self._muted():
                         inflight.append(self._start_produce(dispatcher, self._next_frame()))
                     head = inflight[0]
                     if not head.done():

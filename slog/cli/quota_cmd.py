@@ -67,7 +67,7 @@ def _rows(quotas: dict[QuotaEntity, dict[str, float]]) -> list[dict[str, Any]]:
     from slog.core.quotas import CLIENT_ID, QUOTA_KEYS, USER
 
     rows = []
-    for entity, values in sorted(quotas.items(), key=lambda item: repr(item[0])):
+    for entity, values in quotas.items():
         parts = dict(entity)
         names = {kind: (DEFAULT_NAME if parts[kind] is None else parts[kind])
                  if kind in parts else None for kind in (USER, CLIENT_ID)}
@@ -75,7 +75,7 @@ def _rows(quotas: dict[QuotaEntity, dict[str, float]]) -> list[dict[str, Any]]:
             shown: float | int = int(value) if QUOTA_KEYS.get(key) else value
             rows.append({"user": names[USER], "client_id": names[CLIENT_ID], "key": key,
                          "value": shown})
-    return rows
+    return sorted(rows, key=lambda r: (r["user"] or "", r["client_id"] or "", r["key"]))
 
 
 def _parse_values(pairs: list[str]) -> dict[str, float]:

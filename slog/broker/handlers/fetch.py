@@ -72,8 +72,8 @@ class FetchRequestState:
         self.session = session
         self.follower = request.replica_id
         self.budget = request.max_bytes if ctx.version >= 3 else 2**31 - 1
-        # A consumer under a byte-rate quota: its user and client id, and at most what
-        # its quota allows over the window per response (Kafka caps fetches so).
+        # A consumer under a byte-rate quota: its user and client id, and at most one
+        # sample's worth of its quota per response (slog.broker.quotas).
         self.quota_client: tuple[str, str] | None = None
         if self.follower < 0 and ctx.broker.client_quotas.active:
             client = (quota_user(ctx.session.principal if ctx.session else None),
@@ -227,32 +227,20 @@ def _encode(ctx: RequestContext, error: int, session_id: int,
 
 def _bandwidth_throttle_ms(state: FetchRequestState) -> int:
     """Count the answer's bytes against the consumer's byte-rate quota; over it, the
-    throttle time (the bytes are then taken back: the answer will be empty)."""
+    throttle time, and the connection is muted for it once the answer is out.
+
+    Kafka withholds such an answer (empty, its bytes not counted). slog sends it: the
+    answer is at most one sample's worth (see FetchRequestState), and a withheld one
+    made the consumer wait for bytes it never got, holding it well under its quota."""
     if state.quota_client is None or not state.total:
         return 0
     quotas = state.ctx.broker.client_quotas
     throttle_ms = quotas.record(*state.quota_client, CONSUMER_BYTE_RATE, state.total)
-    if throttle_ms > 0:
-        quotas.unrecord(*state.quota_client, CONSUMER_BYTE_RATE, state.total)
-        connection = state.ctx.session
-        if connection is not None:
-            connection.muted_until = max(connection.muted_until,
-                                         time.monotonic() + throttle_ms / 1000)
+    connection = state.ctx.session
+    if throttle_ms > 0 and connection is not None:
+        connection.muted_until = max(connection.muted_until,
+                                     time.monotonic() + throttle_ms / 1000)
     return throttle_ms
-
-
-def _throttled(ctx: RequestContext, state: FetchRequestState, full: bool,
-               throttle_ms: int) -> Encoded:
-    """Kafka's answer to a consumer over its quota: no records, only the throttle time.
-    What was read is read again next time; a full fetch's new session is dropped (the
-    client opens another after its throttle)."""
-    session = state.session
-    session.dirty.update(state.reads)
-    if full:
-        if session.cached:
-            ctx.broker.replicas.fetch_sessions.remove(session.id)
-        return _encode(ctx, NONE, INVALID_SESSION_ID, [], throttle_ms)
-    return _encode(ctx, NONE, session.id, [], throttle_ms)
 
 
 async def fetch(ctx: RequestContext, request: Any) -> Encoded:
@@ -297,15 +285,13 @@ async def fetch(ctx: RequestContext, request: Any) -> Encoded:
             await session.wait_for_change(remaining)
             to_read = session.take_dirty()
         throttle_ms = _bandwidth_throttle_ms(state)
-        if throttle_ms > 0:
-            return _throttled(ctx, state, opened.full, throttle_ms)
         topics = state.answer(opened.full)
     finally:
         if connection is not None:
             connection.end_long_poll = None
         if not session.cached:
             session.close()  # a sessionless fetch stops watching its partitions
-    return _encode(ctx, NONE, session.id, topics)
+    return _encode(ctx, NONE, session.id, topics, throttle_ms)
 
 
 HANDLERS = {ApiKey.FETCH: fetch}
