@@ -4,8 +4,12 @@ Each client (its user and client id) resolves each quota key to the most
 specific entity that sets it (:mod:`slog.core.quotas`), and is measured by the
 rate that entity's clients share. A rate is Kafka's sampled rate:
 ``quota.window.num`` samples of ``quota.window.size.seconds`` each; the rate is
-their sum over the time they span, counted as at least all but one full sample,
-so a new client is not judged on its first milliseconds.
+their sum over the time they span, counted as at least one sample, so a new
+client is not judged on its first milliseconds. (Kafka counts at least all but
+one sample: a new client may then send nearly a window's worth at once, and
+the bursts repeat each time the samples holding the last one expire together,
+so a client at its quota moved in 10 MB bursts at 1 MB/s and got 70-75 % of it
+over half a minute. With one sample a client starts at its quota's pace.)
 
 When a request takes a rate over its quota, the client is throttled for the
 time that brings the rate back to the quota: until the window's total over the
@@ -39,17 +43,21 @@ _SENSOR_SWEEP_S = 60.0  # how often rates idle for a whole window are dropped
 class SampledRate:
     """Kafka's sampled rate (its ``Rate`` over ``SampledStat``), per second."""
 
-    __slots__ = ("_count", "_samples", "_window_s", "last_record")
+    __slots__ = ("_born", "_count", "_samples", "_window_s", "last_record")
 
     def __init__(self, samples: int, window_s: float):
         self._count = max(samples, 2)
         self._window_s = window_s
         self._samples: list[list[float]] = []  # [start, total], oldest first
+        self._born = 0.0  # the first record since the samples were last empty
         self.last_record = 0.0
 
     def record(self, value: float, now: float) -> None:
         self.last_record = now
+        self._purge(now)
         samples = self._samples
+        if not samples:
+            self._born = now
         if samples and now < samples[-1][0] + self._window_s:
             samples[-1][1] += value
             return
@@ -64,15 +72,9 @@ class SampledRate:
             del samples[0]
 
     def window_s(self, now: float) -> float:
-        """The time the rate is measured over: what the samples span, at least all but
-        one full sample (Kafka's rule)."""
-        self._purge(now)
-        elapsed = now - self._samples[0][0] if self._samples else 0.0
-        full = int(elapsed / self._window_s)
-        least = self._count - 1
-        if full < least:
-            elapsed += (least - full) * self._window_s
-        return elapsed
+        """The time the rate is measured over: what the samples span, at least one
+        sample (see the module docstring)."""
+        return max(self.elapsed_s(now), self._window_s)
 
     def rate(self, now: float) -> float:
         window = self.window_s(now)
@@ -83,9 +85,13 @@ class SampledRate:
         return sum(total for _, total in self._samples)
 
     def elapsed_s(self, now: float) -> float:
-        """The time the samples really span (no minimum)."""
+        """The time the rate has been observed over: since its first record, at most the
+        whole window. (Kafka measures from the oldest sample's start, so dropping a
+        sample that was followed by a pause made the rate jump up.)"""
         self._purge(now)
-        return now - self._samples[0][0] if self._samples else 0.0
+        if not self._samples:
+            return 0.0
+        return min(now - self._born, self._count * self._window_s)
 
 
 class ClientQuotas:

@@ -95,11 +95,15 @@ def test_describe_filters() -> None:
             check_filter(bad)
 
 
-def test_a_new_rate_counts_all_but_one_sample_of_the_window() -> None:
+def test_a_new_rate_counts_at_least_one_sample() -> None:
     rate = SampledRate(samples=11, window_s=1.0)
     rate.record(10_000, now=100.0)
-    assert rate.window_s(100.0) == pytest.approx(10.0)
-    assert rate.rate(100.0) == pytest.approx(1_000)
+    assert rate.window_s(100.0) == pytest.approx(1.0)
+    assert rate.rate(100.0) == pytest.approx(10_000)
+    assert rate.rate(104.0) == pytest.approx(2_500)
+    rate.record(1_000, now=109.0)
+    assert rate.rate(111.5) == pytest.approx(1_000 / 11)  # the first sample has left
+    assert rate.rate(121.0) == 0
     for second in range(1, 30):  # a steady 500/s for long enough to fill the window
         rate.record(500, now=100.0 + second)
     assert rate.rate(129.5) == pytest.approx(500, rel=0.1)
@@ -119,11 +123,15 @@ def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:
     clock = FakeClock()
     quotas = ClientQuotas(lambda: image, samples=11, window_s=1.0, clock=clock)
     assert quotas.record("ANONYMOUS", "other", PRODUCER_BYTE_RATE, 10**9) == 0  # no quota
-    assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 5_000) == 0  # 500/s
+    # A new client may send one sample's worth at once; more waits until it is paced.
+    assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 1_000) == 0
+    assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 4_000) == 5_000
     clock.now += 9
-    # 12,000 bytes over (at least) 10 s: 1200/s. They span 9 s: 12 s brings them to 1000/s.
+    # 12,000 bytes over 9 s: 1333/s; 12 s brings them to 1000/s.
     assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 7_000) == 3_000
-    clock.now += 3
+    clock.now += 1.5  # half of it: still over
+    assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 0) == 1_500
+    clock.now += 1.5
     assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 0) == 0
     assert quotas.record("ANONYMOUS", "app", PRODUCER_BYTE_RATE, 10**9) == 11_000  # the cap
     # A quota record changes what clients resolve to at once.
