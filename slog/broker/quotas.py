@@ -4,12 +4,13 @@ Each client (its user and client id) resolves each quota key to the most
 specific entity that sets it (:mod:`slog.core.quotas`), and is measured by the
 rate that entity's clients share. A rate is Kafka's sampled rate:
 ``quota.window.num`` samples of ``quota.window.size.seconds`` each; the rate is
-their sum over the time they span, counted as at least one sample, so a new
-client is not judged on its first milliseconds. (Kafka counts at least all but
-one sample: a new client may then send nearly a window's worth at once, and
-the bursts repeat each time the samples holding the last one expire together,
-so a client at its quota moved in 10 MB bursts at 1 MB/s and got 70-75 % of it
-over half a minute. With one sample a client starts at its quota's pace.)
+their sum over the time they span, counted as at least all but one sample as
+Kafka does, but only once the rate is that old: before, over the time since its
+first record, at least one sample. (With Kafka's minimum from the start, a new
+client may send nearly a window's worth at once, and the bursts repeat each
+time the samples holding the last one expire together: a client capped at
+1 MB/s moved in 10 MB bursts and got 70-75 % of its quota over half a minute.
+Here a new client starts at its quota's pace.)
 
 When a request takes a rate over its quota, the client is throttled for the
 time that brings the rate back to the quota: until the window's total over the
@@ -85,13 +86,18 @@ class SampledRate:
         return sum(total for _, total in self._samples)
 
     def elapsed_s(self, now: float) -> float:
-        """The time the rate has been observed over: since its first record, at most the
-        whole window. (Kafka measures from the oldest sample's start, so dropping a
-        sample that was followed by a pause made the rate jump up.)"""
+        """The time the samples' total is spread over: since the rate's first record
+        while that is shorter than all but one sample, then since the oldest sample's
+        start, but never less than all but one sample (Kafka's minimum, which it
+        applies from the first record on: see the module docstring)."""
         self._purge(now)
         if not self._samples:
             return 0.0
-        return min(now - self._born, self._count * self._window_s)
+        full = (self._count - 1) * self._window_s
+        age = now - self._born
+        if age < full:
+            return age
+        return max(now - self._samples[0][0], full)
 
 
 class ClientQuotas:
