@@ -235,3 +235,38 @@ def test_request_percentage_throttles_and_mutes_the_connection(cluster: Cluster)
 def _quota_seen(cluster: Cluster, broker_id: int) -> bool:
     with cluster.connect(broker_id) as conn:
         return bool(_describe(conn, []))
+
+
+def test_kafka_python_encodes_and_decodes_the_quota_apis(cluster: Cluster) -> None:
+    """kafka-python 3.0 has the messages but no admin method: send them through its
+    connection manager (its own encoding and decoding), to a broker that forwards."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
+
+    broker = _non_controller(cluster)
+    admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[broker].bootstrap)
+    try:
+        alter = AlterClientQuotasRequest
+        request = alter(entries=[alter.EntryData(
+            entity=[alter.EntryData.EntityData(entity_type="user", entity_name="kp")],
+            ops=[alter.EntryData.OpData(key="consumer_byte_rate", value=4096.0,
+                                        remove=False)])], validate_only=False)
+
+        async def send_to_broker() -> Any:
+            return await admin._manager.send(request, node_id=broker)
+
+        response = admin._manager.run(send_to_broker)
+        assert [e.error_code for e in response.entries] == [0], response
+        describe = DescribeClientQuotasRequest(components=[
+            DescribeClientQuotasRequest.ComponentData(entity_type="user", match_type=0,
+                                                      match="kp")], strict=False)
+
+        def described() -> Any:
+            return admin._manager.run(admin._manager.send, describe).entries
+
+        wait_until(lambda: len(described()) == 1, 10, "the quota on every broker")
+        [entry] = described()
+        assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("user", "kp")]
+        assert [(v.key, v.value) for v in entry.values] == [("consumer_byte_rate", 4096.0)]
+    finally:
+        admin.close()
