@@ -30,7 +30,7 @@ Brokers (follower fetches, the inter-broker principal) are never throttled.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final
 
 from slog.core.metadata import MetadataImage
@@ -193,7 +193,7 @@ class TimedHandler:
 
     __slots__ = ("_coro", "spent_s")
 
-    def __init__(self, coro: Coroutine[Any, Any, Any]):
+    def __init__(self, coro: Awaitable[Any]):
         self._coro = coro
         self.spent_s = 0.0
 
