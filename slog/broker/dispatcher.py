@@ -166,10 +166,11 @@ class Dispatcher:
                 return refused
         metered = self._broker.client_quotas.active and not forwarded and \
             _metered(header, request, session)
-        if session is not None:
-            session.produce_quota = metered and self._broker.client_quotas.quota(
-                quota_user(session.principal), header.client_id or "",
-                PRODUCER_BYTE_RATE) is not None
+        if session is not None and not forwarded:
+            quotas = self._broker.client_quotas
+            session.produce_quota = quotas.active and session.principal != BROKER_PRINCIPAL \
+                and quotas.quota(quota_user(session.principal), header.client_id or "",
+                                 PRODUCER_BYTE_RATE) is not None
         try:
             handling = self._handlers[header.api_key](context, request)
             if metered:

@@ -68,6 +68,7 @@ class Session:
     muted_until: float = 0.0
     # A produce byte-rate quota applies: its produce requests are handled one at a
     # time, as Kafka handles every request, so each throttle is felt by the next one.
+    # Looked up again at every request (a quota may be set while the client is connected).
     produce_quota: bool = False
 
 

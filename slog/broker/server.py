@@ -261,6 +261,7 @@ class _Connection:
         try:
             while True:
                 if inflight:
+                    # Under a produce quota: one at a time (slog.broker.quotas).
                     pipelined = 1 if self.session.produce_quota else MAX_PIPELINED_PRODUCE
                     while frames and _is_produce(frames[0]) and \
                             len(inflight) < pipelined and not self._muted():
