@@ -148,6 +148,10 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
         yield from _configs(op.DESCRIBE_CONFIGS, request)
     elif api_key in (ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS):
         yield from _configs(op.ALTER_CONFIGS, request)
+    elif api_key == ApiKey.DESCRIBE_CLIENT_QUOTAS:
+        yield _cluster(op.DESCRIBE_CONFIGS)
+    elif api_key == ApiKey.ALTER_CLIENT_QUOTAS:
+        yield _cluster(op.ALTER_CONFIGS)
     elif api_key in (ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
                      ApiKey.ALTER_USER_SCRAM_CREDENTIALS):
         yield _cluster(op.ALTER)

@@ -22,6 +22,7 @@ from slog.broker.forwarding import FORWARD_TIMEOUT_S
 from slog.broker.handlers.cluster import topic_entry
 from slog.broker.metadata_cache import MetadataResponseCache
 from slog.broker.offsets_topic import build_group_coordinator
+from slog.broker.quotas import ClientQuotas
 from slog.broker.security import Security
 from slog.broker.topic_creator import TopicCreator
 from slog.core.cleaner import LogCleaner
@@ -118,6 +119,9 @@ class Broker:
         self.topic_creator = TopicCreator(lambda: self.controller, self.controller_requests,
                                           self.poll_metadata)
         self.security = Security(config)
+        self.client_quotas = ClientQuotas(lambda: self.image,  # KIP-546, slog.broker.quotas
+                                          config.get_int("quota.window.num"),
+                                          config.get_int("quota.window.size.seconds"))
         self.metadata_cache = MetadataResponseCache(topic_entry)
         self.groups: GroupCoordinator = build_group_coordinator(self)
 

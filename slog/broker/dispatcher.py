@@ -14,6 +14,7 @@ principal (:mod:`slog.broker.forwarding`).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -27,8 +28,11 @@ from slog.broker.forwarding import (
     envelope_response,
     unwrap,
 )
+from slog.broker.quotas import TimedHandler, quota_user
 from slog.broker.sasl import any_topic_allowed, raw_sasl_token
+from slog.broker.security import BROKER_PRINCIPAL
 from slog.core.acls import Operation, ResourceType
+from slog.core.quotas import PRODUCER_BYTE_RATE, REQUEST_PERCENTAGE
 from slog.protocol.apis import ApiKey, ApiSpec, api_versions_table, response_class
 from slog.protocol.codec import decode_request, encode_response
 from slog.protocol.error_responses import api_versions_fallback_response, error_response
@@ -41,6 +45,10 @@ if TYPE_CHECKING:
     from slog.broker.security import Session
 
 log = logging.getLogger("slog.broker.dispatch")
+
+# Never throttled: version and login handshakes, and broker-to-broker requests.
+_UNMETERED_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                             ApiKey.SASL_AUTHENTICATE, ApiKey.ALTER_PARTITION})
 
 Buffers = list[bytes | bytearray | memoryview]
 
@@ -86,6 +94,15 @@ class RequestContext:
 
 
 Handler = Callable[[RequestContext, Any], Awaitable[Any]]
+
+
+def _metered(header: RequestHeader, request: Any, session: Session | None) -> bool:
+    """Whether client quotas apply to this request (brokers are exempt, as in Kafka)."""
+    if header.api_key in _UNMETERED_APIS:
+        return False
+    if session is not None and session.principal == BROKER_PRINCIPAL:
+        return False
+    return not (header.api_key == ApiKey.FETCH and request.replica_id >= 0)
 
 
 class Dispatcher:
@@ -146,8 +163,21 @@ class Dispatcher:
             refused = self._refuse_unauthorized(context, request)
             if refused is not None:
                 return refused
+        metered = self._broker.client_quotas.active and not forwarded and \
+            _metered(header, request, session)
+        if session is not None and not forwarded:
+            quotas = self._broker.client_quotas
+            session.produce_quota = quotas.active and session.principal != BROKER_PRINCIPAL \
+                and quotas.quota(quota_user(session.principal), header.client_id or "",
+                                 PRODUCER_BYTE_RATE) is not None
         try:
-            result = await self._handlers[header.api_key](context, request)
+            handling = self._handlers[header.api_key](context, request)
+            if metered:
+                timed = TimedHandler(handling)
+                result = await timed
+                self._throttle(header, len(frame), session, timed.spent_s, result)
+            else:
+                result = await handling
         except Exception:
             log.exception("%s v%d handler failed", spec.name, header.api_version)
             return CLOSE_CONNECTION
@@ -159,6 +189,26 @@ class Dispatcher:
             return result.buffers
         body = shape(response_class(header.api_key, header.api_version), result)
         return [encode_response(header, body)]
+
+    def _throttle(self, header: RequestHeader, size: int, session: Session | None,
+                  spent_s: float, result: Any) -> None:
+        """Count a request against its client's quotas; a client over one gets the time
+        in its response and its connection muted for that long (slog.broker.quotas)."""
+        quotas = self._broker.client_quotas
+        user = quota_user(session.principal if session is not None else None)
+        client_id = header.client_id or ""
+        # request_percentage: percent-seconds of one thread, so the rate is a percentage.
+        throttle_ms = quotas.record(user, client_id, REQUEST_PERCENTAGE, spent_s * 100)
+        if header.api_key == ApiKey.PRODUCE:
+            throttle_ms = max(throttle_ms,
+                              quotas.record(user, client_id, PRODUCER_BYTE_RATE, size))
+        if throttle_ms <= 0:
+            return
+        if isinstance(result, dict) and "throttle_time" in result:
+            result["throttle_time"] = max(int(result["throttle_time"]), throttle_ms)
+        if session is not None:
+            session.muted_until = max(session.muted_until,
+                                      time.monotonic() + throttle_ms / 1000)
 
     async def _envelope(self, header: RequestHeader, frame: bytes | memoryview, body_offset: int,
                         peer: str, session: Session | None) -> Buffers | _Sentinel:

@@ -67,6 +67,13 @@ class Session:
     scram: ScramServer | None = field(default=None, repr=False)
     listener: str = ""  # the listener the connection arrived on (Metadata answers for it)
     sasl_required: bool = False  # a SASL_PLAINTEXT or SASL_SSL listener
+    # Client quotas: nothing more is read from the connection until then (KIP-219),
+    # on time.monotonic()'s clock; set after a throttled request (slog.broker.quotas).
+    muted_until: float = 0.0
+    # A produce byte-rate quota applies: its produce requests are handled one at a
+    # time, as Kafka handles every request, so each throttle is felt by the next one.
+    # Looked up again at every request (a quota may be set while the client is connected).
+    produce_quota: bool = False
 
 
 class Security:

@@ -49,6 +49,7 @@ import os
 import socket
 import ssl
 import struct
+import time
 import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -260,8 +261,10 @@ class _Connection:
         try:
             while True:
                 if inflight:
+                    # Under a produce quota: one at a time (slog.broker.quotas).
+                    pipelined = 1 if self.session.produce_quota else MAX_PIPELINED_PRODUCE
                     while frames and _is_produce(frames[0]) and \
-                            len(inflight) < MAX_PIPELINED_PRODUCE:
+                            len(inflight) < pipelined and not self._muted():
                         inflight.append(self._start_produce(dispatcher, self._next_frame()))
                     head = inflight[0]
                     if not head.done():
@@ -281,6 +284,14 @@ class _Connection:
                     if not (inflight and inflight[0].done() and len(out) < 64):
                         await self._write(out)
                         out = []
+                    continue
+                if self._muted():
+                    # KIP-219: the throttled response went out first; now read nothing
+                    # from this client until its throttle time is over.
+                    if out:
+                        await self._write(out)
+                        out = []
+                    await self._mute()
                     continue
                 if not frames:
                     if out:
@@ -334,9 +345,23 @@ class _Connection:
         # Called only when the queue's head is a frame, not _EOF or an error.
         frame: bytes | memoryview = self._frames.popleft()  # type: ignore[assignment]
         self._queued_bytes -= len(frame)
-        if not self._reading and not self._closed:
+        if not self._reading and not self._closed and not self._muted():
             self._resume_reading()
         return frame
+
+    def _muted(self) -> bool:
+        """Whether a client quota throttle mutes this connection (slog.broker.quotas)."""
+        until = self.session.muted_until
+        return until > 0 and until > time.monotonic()
+
+    async def _mute(self) -> None:
+        self._pause_reading()
+        while (delay := self.session.muted_until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+        self.session.muted_until = 0.0
+        if not self._reading and not self._closed and \
+                len(self._frames) < READ_AHEAD_FRAMES and self._queued_bytes < READ_AHEAD_BYTES:
+            self._resume_reading()
 
     def _start_produce(self, dispatcher: Dispatcher, frame: bytes | memoryview
                        ) -> asyncio.Task[object]:

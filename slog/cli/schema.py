@@ -254,6 +254,12 @@ _ACL = {"principal": "User:NAME", "permission": "ALLOW or DENY",
         "pattern": "LITERAL or PREFIXED"}
 for _verb in ("add", "list", "remove"):
     SCHEMAS[f"acl {_verb}"] = Shape("list", _ACL)
+_QUOTA = {"user": "user name, <default>, or null (not part of the entity)",
+          "client_id": "client id, <default>, or null (not part of the entity)",
+          "key": "producer_byte_rate, consumer_byte_rate or request_percentage",
+          "value": "bytes/s (whole) or percent of one thread"}
+for _verb in ("set", "list", "remove"):
+    SCHEMAS[f"quota {_verb}"] = Shape("list", _QUOTA)
 SCHEMAS["chaos run"] = Shape("object", {
     "ok": "no anomaly found", "faults": "faults injected", "acked": "records acknowledged",
     "verified": "records read back", "failed_sends": "sends that failed",

@@ -9,7 +9,8 @@ and its ``results`` holds the results of the items that worked, in the shape
 the method would have returned.
 
 Requests that change metadata (CreateTopics, DeleteTopics, CreatePartitions,
-IncrementalAlterConfigs, AlterPartitionReassignments, ElectLeaders) go to the
+IncrementalAlterConfigs, AlterPartitionReassignments, ElectLeaders,
+AlterClientQuotas) go to the
 controller named in fresh metadata (any broker would forward them; this saves
 the hop) and are retried once after NOT_CONTROLLER (the controller moved). A
 cluster naming no controller, or one it does not list (KRaft, proxies), gets
@@ -40,6 +41,8 @@ from slog.client.types import (
     TopicListing,
     TopicPartition,
 )
+from slog.core.quotas import ComponentFilter as QuotaFilter
+from slog.core.quotas import QuotaEntity, describe_entity
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 
@@ -312,6 +315,35 @@ class Admin:
         response = self._to_controller(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,
                                        lambda r: r.responses)
         raise_for_items(_item_errors(response.responses, lambda r: r.resource_name))
+
+    # -- client quotas (KIP-546) ---------------------------------------------------------
+    def describe_client_quotas(self, components: Iterable[QuotaFilter] = (),
+                               strict: bool = False) -> dict[QuotaEntity, dict[str, float]]:
+        """The quotas of the entities matching every component (none: all entities);
+        ``strict``: only entities with no other component."""
+        body = {"components": [{"entity_type": c.entity_type, "match_type": c.match_type,
+                                "match": c.match} for c in components],
+                "strict": strict}
+        response = self._cluster.request_any(ApiKey.DESCRIBE_CLIENT_QUOTAS, body)
+        if response.error_code:
+            raise KafkaError.for_code(response.error_code, response.error_message)
+        return {tuple(sorted((e.entity_type, e.entity_name) for e in entry.entity)):
+                {v.key: float(v.value) for v in entry.values}
+                for entry in response.entries or ()}
+
+    def alter_client_quotas(self, changes: Mapping[QuotaEntity, Mapping[str, float | None]],
+                            validate_only: bool = False) -> None:
+        """Set quota keys of entities (a value of None removes the key)."""
+        entries = [{"entity": [{"entity_type": kind, "entity_name": name}
+                               for kind, name in entity],
+                    "ops": [{"key": key, "value": 0.0 if value is None else float(value),
+                             "remove": value is None} for key, value in ops.items()]}
+                   for entity, ops in changes.items()]
+        response = self._to_controller(ApiKey.ALTER_CLIENT_QUOTAS,
+                                       {"entries": entries, "validate_only": validate_only},
+                                       lambda r: r.entries)
+        raise_for_items(_item_errors(response.entries, lambda r: describe_entity(
+            tuple(sorted((e.entity_type, e.entity_name) for e in r.entity)))))
 
     # -- reassignments and elections ---------------------------------------------------
     def alter_partition_reassignments(

@@ -168,6 +168,9 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "log.cleaner.enable": ("true", _bool),
     "log.cleaner.backoff.ms": ("15000", _int(0)),
     "metadata.poll.interval.ms": ("50", _int(1)),
+    # Client quotas (slog.broker.quotas): the samples of the window rates are measured over.
+    "quota.window.num": ("11", _int(2)),
+    "quota.window.size.seconds": ("1", _int(1)),
     # Security (docs/SECURITY.md): SASL on the listener, the ACL authorizer.
     "security.protocol": ("PLAINTEXT", _choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT",
                                                "SASL_SSL")),

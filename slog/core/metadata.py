@@ -22,6 +22,7 @@ from typing import Any
 from slog.core import metadata_records as records
 from slog.core.acls import AclBinding
 from slog.core.metadata_records import NO_LEADER, BrokerRegistration, MetadataRecord, PartitionState
+from slog.core.quotas import QuotaEntity
 
 # The value types records carry are the image's too; they are importable from here.
 __all__ = ["NO_LEADER", "BrokerRegistration", "MetadataDelta", "MetadataImage",
@@ -73,6 +74,10 @@ class MetadataImage:
     acls: set[AclBinding] = field(default_factory=set)
     # Dynamic broker configs: broker id -> {key: value}; None is the cluster default.
     broker_configs: dict[int | None, dict[str, str]] = field(default_factory=dict)
+    # Client quotas (KIP-546): entity -> {quota key: value}; entities without values go.
+    client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
+    # Bumped by every quota record: brokers cache what each client resolves to until then.
+    client_quotas_version: int = field(default=0, compare=False, repr=False)
     # Indexes kept by the appliers, so the controller's periodic checks visit only
     # the partitions concerned: leaderless ones, and ones being reassigned.
     offline: set[tuple[str, int]] = field(default_factory=set, compare=False, repr=False)
@@ -231,6 +236,19 @@ def _apply_remove_acl(image: MetadataImage,
     image.acls.discard(record.binding)
 
 
+def _apply_client_quota(image: MetadataImage, record: records.ClientQuotaRecord) -> None:
+    entity: QuotaEntity = tuple(sorted(record.entity.items()))
+    values = image.client_quotas.setdefault(entity, {})
+    for key, value in record.values.items():
+        if value is None:
+            values.pop(key, None)
+        else:
+            values[key] = value
+    if not values:
+        del image.client_quotas[entity]
+    image.client_quotas_version += 1
+
+
 # Every record type but ControllerRecord, which apply() handles itself.
 _APPLIERS: dict[type[MetadataRecord], Callable[[MetadataImage, Any], None]] = {
     records.AccessControlEntryRecord: _apply_acl,
@@ -243,4 +261,5 @@ _APPLIERS: dict[type[MetadataRecord], Callable[[MetadataImage, Any], None]] = {
     records.BrokerConfigRecord: _apply_broker_config,
     records.RemoveTopicRecord: _apply_remove_topic,
     records.ProducerIdsRecord: _apply_producer_ids,
+    records.ClientQuotaRecord: _apply_client_quota,
 }

@@ -19,6 +19,8 @@ RemoveTopicRecord                   remove_topic      a topic was deleted
 ProducerIdsRecord                   producer_ids      the next unallocated producer id block
 AccessControlEntryRecord            acl               an ACL binding was created
 RemoveAccessControlEntryRecord      remove_acl        an ACL binding was deleted
+ClientQuotaRecord                   client_quota      a client quota entity's values changed
+                                                      (None deletes a key; KIP-546)
 ==================================  ================  ==========================================
 
 Every record also carries ``controller_epoch`` (records of a replaced controller
@@ -192,10 +194,18 @@ class RemoveAccessControlEntryRecord(MetadataRecord):
     binding: AclBinding  # the binding to delete, as it was created
 
 
+@dataclass(frozen=True)
+class ClientQuotaRecord(MetadataRecord):
+    # One record per entity and change (KRaft writes one per key).
+    TYPE = "client_quota"
+    entity: dict[str, str | None]  # entity type -> name; None is the default entity
+    values: dict[str, float | None]  # quota key -> value; None deletes
+
+
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {cls.TYPE: cls for cls in (
     ControllerRecord, RegisterBrokerRecord, FenceBrokerRecord, TopicRecord, PartitionRecord,
     TopicConfigRecord, BrokerConfigRecord, RemoveTopicRecord, ProducerIdsRecord,
-    AccessControlEntryRecord, RemoveAccessControlEntryRecord)}
+    AccessControlEntryRecord, RemoveAccessControlEntryRecord, ClientQuotaRecord)}
 
 
 # -- the codec -----------------------------------------------------------------------------
@@ -360,6 +370,8 @@ def _checker(hint: Any, name: str) -> Check:
         return lambda v: _int(v, low, high)
     if hint in (str, bool):
         return lambda v: _of(v, hint)
+    if hint is float:
+        return _float
     raise TypeError(f"no metadata codec for {hint!r}")
 
 
@@ -375,6 +387,13 @@ def _int(value: Any, low: int | None, high: int | None) -> int:
     if (low is not None and value < low) or (high is not None and value > high):
         raise _Wrong(f"is {value}, out of range")
     return value
+
+
+def _float(value: Any) -> float:
+    # JSON writes 1048576.0 back as it was, but a hand-edited 1048576 is a number too.
+    if type(value) not in (int, float) or value != value:
+        raise _Wrong(f"is {value!r}, not a number")
+    return float(value)
 
 
 def _ints(value: Any, low: int | None) -> tuple[int, ...]:

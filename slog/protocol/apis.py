@@ -76,6 +76,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
@@ -149,6 +151,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.LIST_GROUPS, 0, 4),
     (ApiKey.DELETE_GROUPS, 0, 2),
     (ApiKey.OFFSET_DELETE, 0, 0),
+    # KIP-546. v1 is the flexible version of v0.
+    (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
+    (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
     (ApiKey.ELECT_LEADERS, 0, 2),
     # kio: 0-1. v1 adds AllowReplicationFactorChange (KIP-860).
     (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),

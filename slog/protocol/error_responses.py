@@ -258,6 +258,14 @@ def _alter_user_scram_credentials(cls: type, req: Any, e: ErrorCode, v: int) -> 
         cls, "results", ({"user": user, "error_code": e} for user in users)))
 
 
+def _alter_client_quotas(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    entity_cls = _item(_item(cls, "entries"), "entity")
+    return _fill(cls, throttle_time=_NO_TIME, entries=_rows(cls, "entries", (
+        {"error_code": e, "entity": tuple(
+            _fill(entity_cls, entity_type=x.entity_type, entity_name=x.entity_name)
+            for x in entry.entity)} for entry in req.entries)))
+
+
 def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     # v1-3 have no top-level error code: one log-dir result carries it.
     result = _fill(_item(cls, "results"), error_code=e, log_dir="", topics=(),
@@ -350,6 +358,8 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (_top_level, False),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (_top_level, False),
     ApiKey.OFFSET_DELETE: (_top_level, False),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: (_top_level, False),
+    ApiKey.ALTER_CLIENT_QUOTAS: (_alter_client_quotas, True),
     ApiKey.DESCRIBE_CLUSTER: (_top_level, False),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_top_level, False),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_alter_user_scram_credentials, True),

@@ -31,6 +31,7 @@ from slog.core.metadata_records import (
     AccessControlEntryRecord,
     BrokerConfigRecord,
     BrokerRegistration,
+    ClientQuotaRecord,
     ControllerRecord,
     FenceBrokerRecord,
     MetadataRecord,
@@ -41,6 +42,7 @@ from slog.core.metadata_records import (
     TopicRecord,
 )
 from slog.core.names import topic_collides, validate_topic_name
+from slog.core.quotas import QuotaEntity, QuotaError, check_value
 from slog.replication import elections, leader_balance, reassignment
 from slog.replication.placement import PlacementError, RackAwareMode, assign_replicas
 from slog.replication.throttle import split_throttle_configs
@@ -552,6 +554,22 @@ class Controller:
         if doomed:
             self._write([RemoveAccessControlEntryRecord(b) for b in doomed])
         return matched
+
+    # -- client quotas (AlterClientQuotas) -----------------------------------------------
+    def alter_client_quotas(self, entity: QuotaEntity, changes: Mapping[str, float | None], *,
+                            validate_only: bool = False) -> None:
+        """Set (or, with None, remove) quota keys of one entity; ControllerError with
+        INVALID_REQUEST for a key or value Kafka refuses."""
+        clean: dict[str, float | None] = {}
+        for key, value in changes.items():
+            try:
+                clean[key] = None if value is None else check_value(key, value)
+            except QuotaError as exc:
+                raise ControllerError(ErrorCode.invalid_request, str(exc)) from exc
+        current = self.image.client_quotas.get(entity, {})
+        clean = {k: v for k, v in clean.items() if current.get(k) != v}
+        if clean and not validate_only:
+            self._write([ClientQuotaRecord(dict(entity), clean)])
 
     def create_partitions(self, topic: str, total: int, assignment: list[list[int]] | None,
                           *, validate_only: bool = False) -> None:

@@ -45,6 +45,8 @@ EXPECTED = {
     "ListGroups": (0, 4),
     "DeleteGroups": (0, 2),
     "OffsetDelete": (0, 0),
+    "DescribeClientQuotas": (0, 1),
+    "AlterClientQuotas": (0, 1),
     "ElectLeaders": (0, 2),
     "AlterPartitionReassignments": (0, 0),
     "ListPartitionReassignments": (0, 0),

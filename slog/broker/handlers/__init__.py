@@ -12,6 +12,7 @@ from slog.broker.handlers import (
     fetch,
     groups,
     log_dirs,
+    quotas,
     reassign,
     records,
     replication,
@@ -23,6 +24,6 @@ from slog.broker.handlers import (
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls, scram, records):
+                   log_dirs, sasl, acls, scram, records, quotas):
         handlers.update(module.HANDLERS)
     return handlers

@@ -22,7 +22,9 @@ from typing import Any
 from slog.broker.dispatcher import Encoded, RequestContext
 from slog.broker.handlers.common import NONE, UNKNOWN_TOPIC
 from slog.broker.handlers.data import check_leader_epoch
+from slog.broker.quotas import quota_user
 from slog.core.errors import OffsetOutOfRangeError
+from slog.core.quotas import CONSUMER_BYTE_RATE
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.fetch_encoding import (
@@ -70,6 +72,16 @@ class FetchRequestState:
         self.session = session
         self.follower = request.replica_id
         self.budget = request.max_bytes if ctx.version >= 3 else 2**31 - 1
+        # A consumer under a byte-rate quota: its user and client id, and at most one
+        # sample's worth of its quota per response (slog.broker.quotas).
+        self.quota_client: tuple[str, str] | None = None
+        if self.follower < 0 and ctx.broker.client_quotas.active:
+            client = (quota_user(ctx.session.principal if ctx.session else None),
+                      ctx.header.client_id or "")
+            window_bytes = ctx.broker.client_quotas.window_bytes(*client)
+            if window_bytes is not None:
+                self.quota_client = client
+                self.budget = min(self.budget, window_bytes)
         self.client_rack = (getattr(request, "rack_id", "") or "") if self.follower < 0 else ""
         self.reads: dict[TopicPartition, _Read] = {}
         self.total = 0
@@ -212,10 +224,28 @@ def _preferred_read_replica(ctx: RequestContext, partition: Partition, client_ra
 
 
 def _encode(ctx: RequestContext, error: int, session_id: int,
-            topics: list[FetchTopicResult]) -> Encoded:
-    return Encoded(encode_fetch_response(ctx.header, ctx.version, throttle_ms=0,
+            topics: list[FetchTopicResult], throttle_ms: int = 0) -> Encoded:
+    return Encoded(encode_fetch_response(ctx.header, ctx.version, throttle_ms=throttle_ms,
                                          error_code=error, session_id=session_id,
                                          topics=topics))
+
+
+def _bandwidth_throttle_ms(state: FetchRequestState) -> int:
+    """Count the answer's bytes against the consumer's byte-rate quota; over it, the
+    throttle time, and the connection is muted for it once the answer is out.
+
+    Kafka withholds such an answer (empty, its bytes not counted). slog sends it: the
+    answer is at most one sample's worth (see FetchRequestState), and a withheld one
+    made the consumer wait for bytes it never got, holding it well under its quota."""
+    if state.quota_client is None or not state.total:
+        return 0
+    quotas = state.ctx.broker.client_quotas
+    throttle_ms = quotas.record(*state.quota_client, CONSUMER_BYTE_RATE, state.total)
+    connection = state.ctx.session
+    if throttle_ms > 0 and connection is not None:
+        connection.muted_until = max(connection.muted_until,
+                                     time.monotonic() + throttle_ms / 1000)
+    return throttle_ms
 
 
 async def fetch(ctx: RequestContext, request: Any) -> Encoded:
@@ -259,13 +289,14 @@ async def fetch(ctx: RequestContext, request: Any) -> Encoded:
                 connection.end_long_poll = end_long_poll
             await session.wait_for_change(remaining)
             to_read = session.take_dirty()
+        throttle_ms = _bandwidth_throttle_ms(state)
         topics = state.answer(opened.full)
     finally:
         if connection is not None:
             connection.end_long_poll = None
         if not session.cached:
             session.close()  # a sessionless fetch stops watching its partitions
-    return _encode(ctx, NONE, session.id, topics)
+    return _encode(ctx, NONE, session.id, topics, throttle_ms)
 
 
 HANDLERS = {ApiKey.FETCH: fetch}
