@@ -313,15 +313,29 @@ def requests(draw: st.DrawFn, cases: list[tuple[int, int]] = API_CASES) -> bytes
     return _encode(body, draw) or _FALLBACK
 
 
-HOSTILE_CHUNKS = [b"\x7f\xff\xff\xff", b"\xff\xff\xff\xff", b"\xff\xff\xff\xfe",
-                  b"\x80\x00\x00\x00", b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff",
-                  b"\x00", b"\xff", b"\x00\x00\x00\x00"]
+HOSTILE_CHUNKS = [
+    b"\x7f\xff\xff\xff",  # int32 max: array / bytes length
+    b"\xff\xff\xff\xff",  # -1: null
+    b"\xff\xff\xff\xfe",  # -2: invalid negative length
+    b"\x80\x00\x00\x00",  # int32 min
+    b"\xff\xff\xff\xff\x0f",  # uvarint 2**32 - 1: compact length
+    b"\xff\xff\xff\xff\xff",  # over-long varint
+    b"\xfe\xff\xff\xff\x07",
+    b"\x00", b"\xff", b"\x00\x00\x00\x00",
+]
 
 
 @st.composite
 def mutated_requests(draw: st.DrawFn, cases: list[tuple[int, int]] = API_CASES) -> bytes:
     """A valid request with its bytes broken: hostile chunks, truncation, bit flips, growth."""
-    data = bytearray(draw(requests(cases))[4:])  # the frame without its size
+    data = draw(broken(draw(requests(cases))[4:]))  # the frame without its size
+    return struct.pack(">i", len(data)) + data
+
+
+@st.composite
+def broken(draw: st.DrawFn, base: bytes) -> bytes:
+    """``base`` broken 1-3 times: hostile chunks, truncation, bit flips, growth."""
+    data = bytearray(base)
     for _ in range(draw(st.integers(1, 3))):
         op = draw(st.sampled_from(["overwrite", "insert", "truncate", "flip", "extend"]))
         pos = draw(st.integers(0, len(data)))
@@ -336,7 +350,7 @@ def mutated_requests(draw: st.DrawFn, cases: list[tuple[int, int]] = API_CASES) 
             data += draw(st.binary(min_size=1, max_size=16))
         elif data:
             data[min(pos, len(data) - 1)] ^= 1 << draw(st.integers(0, 7))
-    return struct.pack(">i", len(data)) + bytes(data)
+    return bytes(data)
 
 
 def _frame(payload: bytes) -> bytes:

@@ -67,22 +67,24 @@ def poll_values(consumer: Consumer, count: int, timeout_s: float = 60) -> list[b
     return got
 
 
+def _broker_with_users(tmp_path_factory: pytest.TempPathFactory, name: str,
+                       settings: dict[str, str]) -> Iterator[BrokerProcess]:
+    data = tmp_path_factory.mktemp(name) / "data"
+    add_users(data)
+    with running_broker(data, **settings) as broker:
+        yield broker
+
+
 @pytest.fixture(scope="module")
 def sasl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """SASL required, no authorizer."""
-    data = tmp_path_factory.mktemp("sasl") / "data"
-    add_users(data)
-    with running_broker(data, **SASL) as broker:
-        yield broker
+    yield from _broker_with_users(tmp_path_factory, "sasl", SASL)
 
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """SASL required and ACLs enforced; User:admin is a super user."""
-    data = tmp_path_factory.mktemp("acl") / "data"
-    add_users(data)
-    with running_broker(data, **ACLS) as broker:
-        yield broker
+    yield from _broker_with_users(tmp_path_factory, "acl", ACLS)
 
 
 def _login(monkeypatch: pytest.MonkeyPatch, user: str, mechanism: str = "SCRAM-SHA-256") -> None:
@@ -113,7 +115,12 @@ def secure_cluster(tmp_path: Path, as_user: Any) -> Iterator[Cluster]:
     as_user("admin")
     data = tmp_path / "data"
     add_users(data)
-    nodes = Cluster(data, 3, {**FAST, **ACLS})
+    yield from three_brokers(data, ACLS)
+
+
+def three_brokers(data: Path, settings: dict[str, str]) -> Iterator[Cluster]:
+    """A started 3-broker cluster with ``settings``; closed after, with no traceback."""
+    nodes = Cluster(data, 3, {**FAST, **settings})
     try:
         nodes.start()
         yield nodes

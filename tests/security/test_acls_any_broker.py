@@ -27,8 +27,8 @@ from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import encode_request
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import shape
-from tests.cluster.conftest import FAST, Cluster, wait_until
-from tests.security.conftest import PASSWORDS, describe_acls, sasl_conf
+from tests.cluster.conftest import Cluster, wait_until
+from tests.security.conftest import PASSWORDS, describe_acls, sasl_conf, three_brokers
 
 ACLS_WITHOUT_SASL = {"authorizer.class.name": "slog", "allow.everyone.if.no.acl.found": "true"}
 
@@ -138,13 +138,7 @@ def _admin_login() -> Any:
 @pytest.fixture
 def acl_cluster(tmp_path: Path) -> Iterator[Cluster]:
     """Three brokers with ACLs on and no SASL: every client is User:ANONYMOUS."""
-    nodes = Cluster(tmp_path / "data", 3, {**FAST, **ACLS_WITHOUT_SASL})
-    try:
-        nodes.start()
-        yield nodes
-    finally:
-        nodes.close()
-    assert not any("Traceback" in nodes.log_text(b) for b in nodes.brokers)
+    yield from three_brokers(tmp_path / "data", ACLS_WITHOUT_SASL)
 
 
 def _described_plain(cluster: Cluster, broker_id: int) -> set[tuple[str, str]]:

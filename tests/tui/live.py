@@ -31,6 +31,15 @@ async def until(pilot: Any, condition: Callable[[], Any], what: str,
         await pilot.pause(0.05)
 
 
+async def in_snapshot(app: DashboardApp, pilot: Any, find: Callable[[Any], Any],
+                      what: str) -> Any:
+    """What ``find`` finds in the dashboard's latest snapshot, once it finds something."""
+    def found() -> Any:
+        snap = app.state.snapshot
+        return find(snap) if snap else None
+    return await until(pilot, found, what)
+
+
 def produce(cluster: Cluster, topic: str, count: int, partition: int = 0) -> None:
     producer = cluster.producer(acks="all")
     for i in range(count):

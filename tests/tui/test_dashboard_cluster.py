@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 from textual.widgets import Static
 
@@ -20,7 +19,15 @@ from slog.tui.screens import ConfirmScreen, GroupScreen, TopicScreen
 from slog.tui.widgets import Table
 from tests.brokers import BrokerProcess, free_port
 from tests.cluster.conftest import Cluster
-from tests.tui.live import REFRESH_S, WAIT_S, make_app, produce, table_keys, until
+from tests.tui.live import (
+    REFRESH_S,
+    WAIT_S,
+    in_snapshot,
+    make_app,
+    produce,
+    table_keys,
+    until,
+)
 
 
 def test_views_populate(cluster: Cluster) -> None:
@@ -30,11 +37,8 @@ def test_views_populate(cluster: Cluster) -> None:
     async def run() -> None:
         app = make_app(cluster)
         async with app.run_test(size=(100, 30)) as pilot:
-            def orders_sized() -> bool:
-                snap = app.state.snapshot
-                topic = snap.topic("orders") if snap else None
-                return topic is not None and topic.partitions[1].size > 0
-            await until(pilot, orders_sized, "orders with its size")
+            await in_snapshot(app, pilot, lambda snap: (t := snap.topic("orders")) is not None
+                              and t.partitions[1].size > 0, "orders with its size")
             snap = app.state.snapshot
             assert snap.cluster_id and snap.controller_id in (1, 2, 3)
             assert snap.controller_epoch is not None  # from the metadata log
@@ -103,11 +107,9 @@ def test_consumer_group_appears_with_its_lag(cluster: Cluster) -> None:
     async def run() -> None:
         app = make_app(cluster)
         async with app.run_test(size=(100, 30)) as pilot:
-            def group() -> Any:
-                snap = app.state.snapshot
-                found = snap.group("auditors") if snap else None
-                return found if found is not None and found.offsets else None
-            found = await until(pilot, group, "the group with its offsets")
+            found = await in_snapshot(
+                app, pilot, lambda snap: g if (g := snap.group("auditors")) and g.offsets else None,
+                "the group with its offsets")
             assert found.lag == 30 and found.state == "Stable" and len(found.members) == 1
             [offset] = found.offsets
             assert (offset.committed, offset.log_end, offset.owner) == \

@@ -73,13 +73,8 @@ async def _read_frame(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(size)
 
 
-def _frame(payload: bytes) -> bytes:
-    return _SIZE.pack(len(payload)) + payload
-
-
-def test_pipelined_frames_in_one_write_are_answered_in_order():
-    dispatcher = EchoDispatcher()
-    payloads = [f"request-{i}".encode() * (i + 1) for i in range(40)]
+def _pipelining(payloads: list[bytes]):
+    """A client that sends every request before reading any answer."""
 
     async def client(port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -88,7 +83,18 @@ def test_pipelined_frames_in_one_write_are_answered_in_order():
         writer.close()
         return answers
 
-    assert _run(_with_server(dispatcher, client)) == payloads
+    return client
+
+
+def _frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+def test_pipelined_frames_in_one_write_are_answered_in_order():
+    dispatcher = EchoDispatcher()
+    payloads = [f"request-{i}".encode() * (i + 1) for i in range(40)]
+
+    assert _run(_with_server(dispatcher, _pipelining(payloads))) == payloads
     assert dispatcher.frames == payloads
 
 
@@ -362,12 +368,5 @@ def test_pipelined_produce_responses_are_written_together(monkeypatch):
 
     monkeypatch.setattr(server_mod, "_sendmsg", counting)
 
-    async def client(port):
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"".join(_frame(p) for p in payloads))
-        answers = [await _read_frame(reader) for _ in payloads]
-        writer.close()
-        return answers
-
-    assert _run(_with_server(dispatcher, client)) == payloads
+    assert _run(_with_server(dispatcher, _pipelining(payloads))) == payloads
     assert len(writes) < len(payloads)  # produce answers were batched

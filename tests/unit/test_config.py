@@ -60,20 +60,6 @@ def test_rack_settings() -> None:
                            {"replica.selector.class": "com.example.NearestSelector"})
 
 
-def test_broker_json_without_a_rack_still_loads(tmp_path: Path) -> None:
-    import json
-
-    from slog.core.datadir import read_broker_info
-    from slog.core.names import DataDirLayout
-
-    layout = DataDirLayout(tmp_path)
-    layout.broker_dir(1).mkdir(parents=True)
-    layout.broker(1).info.write_text(json.dumps(
-        {"broker_id": 1, "host": "h", "port": 9, "pid": 5, "started_at": 1.0}))
-    info = read_broker_info(layout, 1)
-    assert info is not None and info.rack is None
-
-
 # -- dynamic broker configs ---------------------------------------------------------------
 def _layered() -> BrokerConfig:
     config = BrokerConfig.build(2, Path("/x"), "h", 1, {"log.retention.ms": "1000",

@@ -17,6 +17,7 @@ from slog.core.log_manager import LogManager
 from slog.core.metadata import PartitionState
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import IsrProposal, ReplicaManager
+from tests.fake_clock import FakeClock
 from tests.unit.batchgen import make_sized_batch
 
 LAG_MS = 10_000
@@ -209,16 +210,8 @@ def test_followers_are_not_looked_at(replicas: ReplicaManager) -> None:
 # ==================================================================== flush.ms
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_flush_ms_looks_only_at_logs_with_a_deadline(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     logs = LogManager(tmp_path / "logs", LogConfig(), time=clock)
     logs.load()
     for number in range(50):  # no flush.ms (the default): never scheduled
@@ -240,7 +233,7 @@ def test_flush_ms_looks_only_at_logs_with_a_deadline(tmp_path: Path) -> None:
 
 
 def test_setting_flush_ms_later_schedules_the_unflushed_log(tmp_path: Path) -> None:
-    clock = Clock()
+    clock = FakeClock()
     logs = LogManager(tmp_path / "logs", LogConfig(), time=clock)
     logs.load()
     plog = logs.get_or_create("t", 0)

@@ -17,14 +17,7 @@ from slog.replication.fetch_sessions import (
     SessionError,
     next_epoch,
 )
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import FakeClock
 
 
 def part(index: int, offset: int = 0, epoch: int = 0, max_bytes: int = 1024) -> SimpleNamespace:
@@ -32,8 +25,8 @@ def part(index: int, offset: int = 0, epoch: int = 0, max_bytes: int = 1024) -> 
                            log_start_offset=-1, partition_max_bytes=max_bytes)
 
 
-def cache(slots: int = 10, clock: Clock | None = None) -> FetchSessionCache:
-    return FetchSessionCache(slots, clock=clock or Clock(), rng=random.Random(7))
+def cache(slots: int = 10, clock: FakeClock | None = None) -> FetchSessionCache:
+    return FetchSessionCache(slots, clock=clock or FakeClock(1_000_000.0), rng=random.Random(7))
 
 
 class FakePartition:
@@ -118,7 +111,7 @@ def test_a_follower_cannot_use_a_consumers_session() -> None:
 
 
 def test_full_cache_evicts_a_stale_session_first() -> None:
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     c = cache(slots=2, clock=clock)
     old = c.open(0, INITIAL_EPOCH, True, [("t", [part(0)])], []).session
     clock.now += 1000

@@ -18,6 +18,14 @@ def offset_index(tmp_path: Path, max_size: int = 1024) -> OffsetIndex:
     return OffsetIndex(tmp_path / "00000000000000001000.index", BASE, max_size)
 
 
+def closed_index(tmp_path: Path, entries: int) -> None:
+    """An offset index file of ``entries`` entries (offset BASE + i at 10 * i), closed."""
+    index = offset_index(tmp_path)
+    for i in range(1, entries + 1):
+        index.append(BASE + i, 10 * i)
+    index.close()
+
+
 def time_index(tmp_path: Path, max_size: int = 1200) -> TimeIndex:
     return TimeIndex(tmp_path / "00000000000000001000.timeindex", BASE, max_size)
 
@@ -97,10 +105,7 @@ def test_offset_truncate_to(tmp_path: Path) -> None:
 
 
 def test_trim_and_reopen_keeps_entries(tmp_path: Path) -> None:
-    index = offset_index(tmp_path)
-    for i in range(1, 8):
-        index.append(BASE + i, 10 * i)
-    index.close()
+    closed_index(tmp_path, 7)
     assert (tmp_path / "00000000000000001000.index").stat().st_size == 7 * 8
     reopened = offset_index(tmp_path)
     assert reopened.entries == 7
@@ -109,10 +114,7 @@ def test_trim_and_reopen_keeps_entries(tmp_path: Path) -> None:
 
 
 def test_sanity_check_detects_corruption(tmp_path: Path) -> None:
-    index = offset_index(tmp_path)
-    for i in range(1, 5):
-        index.append(BASE + i, 10 * i)
-    index.close()
+    closed_index(tmp_path, 4)
     path = tmp_path / "00000000000000001000.index"
     data = bytearray(path.read_bytes())
     data[-8:] = bytes(8)  # last entry zeroed, as in an untrimmed file

@@ -79,6 +79,7 @@ def test_broker_json_of_an_older_version_still_loads(tmp_path: Path) -> None:
         {"broker_id": 1, "host": "127.0.0.1", "port": 9092, "pid": 5, "started_at": 1.0}))
     old = read_broker_info(layout, 1)
     assert old is not None and old.listeners == [] and old.port == 9092
+    assert old.rack is None  # written before racks too
     endpoints = [Endpoint("SSL", "127.0.0.1", 9093, "SSL").to_record()]
     write_broker_info(layout, BrokerInfo(1, "127.0.0.1", 9093, 6, 2.0, listeners=endpoints))
     new = read_broker_info(layout, 1)

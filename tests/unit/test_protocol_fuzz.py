@@ -25,6 +25,7 @@ from slog.protocol import (
     response_class,
 )
 from slog.protocol.headers import RequestHeader, encode_request_header
+from tests.fuzz.hostile import broken
 from tests.unit.test_protocol_support import ALL_CASES, random_entity
 
 # A few valid bodies per (api key, version) to mutate.
@@ -45,38 +46,6 @@ for _key, _version in ALL_CASES:
     REQUEST_BODIES[(_key, _version)] = _requests
     RESPONSE_FRAMES[(_key, _version)] = _responses
 
-HOSTILE_CHUNKS = [
-    b"\x7f\xff\xff\xff",  # int32 max: array / bytes length
-    b"\xff\xff\xff\xff",  # -1: null
-    b"\xff\xff\xff\xfe",  # -2: invalid negative length
-    b"\x80\x00\x00\x00",  # int32 min
-    b"\xff\xff\xff\xff\x0f",  # uvarint 2**32 - 1: compact length
-    b"\xff\xff\xff\xff\xff",  # over-long varint
-    b"\xfe\xff\xff\xff\x07",
-    b"\x00",
-    b"\xff",
-]
-
-
-@st.composite
-def mutated(draw: st.DrawFn, base: bytes) -> bytes:
-    data = bytearray(base)
-    for _ in range(draw(st.integers(1, 3))):
-        op = draw(st.sampled_from(["overwrite", "insert", "truncate", "flip", "append"]))
-        pos = draw(st.integers(0, len(data)))
-        if op == "overwrite":
-            chunk = draw(st.sampled_from(HOSTILE_CHUNKS))
-            data[pos : pos + len(chunk)] = chunk
-        elif op == "insert":
-            data[pos:pos] = draw(st.sampled_from(HOSTILE_CHUNKS))
-        elif op == "truncate":
-            del data[pos:]
-        elif op == "flip" and data:
-            i = min(pos, len(data) - 1)
-            data[i] ^= draw(st.integers(1, 255))
-        else:
-            data += draw(st.binary(max_size=8))
-    return bytes(data)
 
 
 @st.composite
@@ -85,7 +54,7 @@ def request_inputs(draw: st.DrawFn) -> tuple[int, int, bytes]:
     if draw(st.integers(0, 3)) == 0:
         body = draw(st.binary(max_size=64))
     else:
-        body = draw(mutated(draw(st.sampled_from(REQUEST_BODIES[(key, version)]))))
+        body = draw(broken(draw(st.sampled_from(REQUEST_BODIES[(key, version)]))))
     return key, version, body
 
 
@@ -117,7 +86,7 @@ def test_decode_request_only_raises_protocol_errors(case: tuple[int, int, bytes]
 @st.composite
 def response_inputs(draw: st.DrawFn) -> tuple[int, int, bytes]:
     key, version = draw(st.sampled_from(ALL_CASES))
-    return key, version, draw(mutated(draw(st.sampled_from(RESPONSE_FRAMES[(key, version)]))))
+    return key, version, draw(broken(draw(st.sampled_from(RESPONSE_FRAMES[(key, version)]))))
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))

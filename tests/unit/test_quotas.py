@@ -27,6 +27,7 @@ from slog.core.quotas import (
     quota_entity,
     resolve,
 )
+from tests.fake_clock import FakeClock
 
 ALICE_APP = quota_entity([(USER, "alice"), (CLIENT_ID, "app")])
 ALICE_ANY_CLIENT = quota_entity([(USER, "alice"), (CLIENT_ID, None)])
@@ -108,14 +109,6 @@ def test_a_new_rate_counts_at_least_one_sample() -> None:
     for second in range(1, 30):  # a steady 500/s for long enough to fill the window
         rate.record(500, now=100.0 + second)
     assert rate.rate(129.5) == pytest.approx(500, rel=0.1)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_throttle_time_brings_the_rate_back_to_the_quota() -> None:

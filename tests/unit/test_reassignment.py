@@ -24,6 +24,7 @@ from slog.replication.throttle import (
     TokenBucket,
     split_throttle_configs,
 )
+from tests.fake_clock import FakeClock
 from tests.unit.test_controller import Cluster
 
 if TYPE_CHECKING:
@@ -235,16 +236,8 @@ def test_throttle_configs_are_split_and_checked() -> None:
             split_throttle_configs({THROTTLE_CONFIG: bad})
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_token_bucket_refills_at_the_rate_and_caps_at_one_second() -> None:
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     bucket = TokenBucket(1000, clock)
     assert bucket.available() == 1000
     bucket.consume(1500)
@@ -269,7 +262,7 @@ class FakePartition:
 
 
 def test_only_adding_replicas_of_throttled_topics_are_limited() -> None:
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     throttle = ReplicationThrottle(clock)
     image = MetadataImage()
     image.topics["t"] = TopicImage("t", "id", configs={THROTTLE_CONFIG: "1000"})
