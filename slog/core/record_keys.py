@@ -16,7 +16,7 @@ from slog.core.batch import COMPRESSION_MASK, CONTROL_BIT, HEADER_SIZE, validate
 from slog.core.errors import CorruptRecordError
 from slog.core.records import BytesLike, decode_varint, decode_varlong
 
-__all__ = ["MAX_DECOMPRESSED", "first_keyless_record"]
+__all__ = ["MAX_DECOMPRESSED", "keyless_records"]
 
 # The most a compressed batch may expand to here. Appending never decompresses,
 # but this check must, and a zstd frame of a few hundred bytes can hold
@@ -24,16 +24,16 @@ __all__ = ["MAX_DECOMPRESSED", "first_keyless_record"]
 MAX_DECOMPRESSED = 64 * 1024 * 1024
 
 
-def first_keyless_record(buf: BytesLike) -> int | None:
-    """The index within its batch of the first record with a null key, or None if all have keys.
+def keyless_records(buf: BytesLike) -> list[int]:
+    """The indexes within its batch of the records with a null key (none: all have keys).
 
     ``buf`` holds one batch. Its length, magic and CRC are checked first (a
     corrupt batch raises CorruptRecordError, as appending it would); so is
-    each record's framing. Control batches carry markers, not data: None.
+    each record's framing. Control batches carry markers, not data: none.
     """
     header = validate_batch(buf)
     if header.attributes & CONTROL_BIT:
-        return None
+        return []
     codec = header.attributes & COMPRESSION_MASK
     with memoryview(buf) as view:
         section = view[HEADER_SIZE:header.size]
@@ -43,6 +43,7 @@ def first_keyless_record(buf: BytesLike) -> int | None:
         finally:
             section.release()
     pos, end = 0, len(data)
+    keyless = []
     for index in range(header.record_count):
         length, pos = _varint(data, pos)
         record_end = pos + length
@@ -55,9 +56,9 @@ def first_keyless_record(buf: BytesLike) -> int | None:
         _, body = _varint(data, body)  # offset delta
         key_length, _ = _varint(data, body)
         if key_length < 0:
-            return index
+            keyless.append(index)
         pos = record_end
-    return None
+    return keyless
 
 
 def _varint(data: BytesLike, pos: int, slow: Callable[[BytesLike, int], tuple[int, int]]

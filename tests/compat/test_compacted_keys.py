@@ -78,6 +78,13 @@ def test_librdkafka_gets_invalid_record_for_a_keyless_record(
     errors = librdkafka_send(bootstrap, topic, [b"d", None, b"e"],
                              **{"compression.type": compression})
     assert [err.code() for err in errors] == [CkError.INVALID_RECORD] * 3
+    # Every keyless record is named in record_errors: with more than one, librdkafka
+    # fails those with INVALID_RECORD and the rest with _INVALID_DIFFERENT_RECORD.
+    errors = librdkafka_send(bootstrap, topic, [None, b"f", None, b"g"],
+                             **{"compression.type": compression})
+    assert [err.code() for err in errors] == [
+        CkError.INVALID_RECORD, CkError._INVALID_DIFFERENT_RECORD,
+        CkError.INVALID_RECORD, CkError._INVALID_DIFFERENT_RECORD]
     assert [r.key for r in confluent_consume(bootstrap, topic)] == [b"a", b"", b"c"]
 
 

@@ -1,4 +1,4 @@
-"""first_keyless_record: the keyless-record check of compacted topics (pure code)."""
+"""keyless_records: the keyless-record check of compacted topics (pure code)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from slog.core import compression as codecs
 from slog.core.batch import CRC_POS
 from slog.core.errors import CorruptRecordError
-from slog.core.record_keys import MAX_DECOMPRESSED, first_keyless_record
+from slog.core.record_keys import MAX_DECOMPRESSED, keyless_records
 from slog.core.records import build_batch
 
 CODECS = [codecs.NONE, codecs.GZIP, codecs.SNAPPY, codecs.LZ4, codecs.ZSTD]
@@ -21,31 +21,30 @@ def batch(keys: list[bytes | None], compression: int = codecs.NONE) -> bytes:
 
 
 @pytest.mark.parametrize("compression", CODECS)
-def test_finds_the_first_keyless_record_in_any_codec(compression: int) -> None:
-    assert first_keyless_record(batch([b"a", b"", b"c"], compression)) is None  # "" is a key
-    assert first_keyless_record(batch([None], compression)) == 0
-    assert first_keyless_record(batch([b"a", b"b", None, None], compression)) == 2
+def test_finds_every_keyless_record_in_any_codec(compression: int) -> None:
+    assert keyless_records(batch([b"a", b"", b"c"], compression)) == []  # "" is a key
+    assert keyless_records(batch([None], compression)) == [0]
+    assert keyless_records(batch([b"a", b"b", None, None], compression)) == [2, 3]
 
 
 @given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=300)), min_size=1, max_size=50))
 def test_agrees_with_a_full_decode(keys: list[bytes | None]) -> None:
-    expected = next((i for i, key in enumerate(keys) if key is None), None)
-    assert first_keyless_record(batch(keys)) == expected
+    assert keyless_records(batch(keys)) == [i for i, key in enumerate(keys) if key is None]
 
 
 def test_control_batches_are_not_data() -> None:
     control = build_batch([(None, b"\x00\x00\x00\x00", (), None)], is_control=True,
                           is_transactional=True, producer_id=1, producer_epoch=0)
-    assert first_keyless_record(control) is None
+    assert keyless_records(control) == []
 
 
 def test_corruption_is_reported_not_guessed() -> None:
     damaged = bytearray(batch([b"a", None]))
     damaged[CRC_POS] ^= 0xFF
     with pytest.raises(CorruptRecordError, match="CRC"):
-        first_keyless_record(bytes(damaged))
+        keyless_records(bytes(damaged))
     with pytest.raises(CorruptRecordError):
-        first_keyless_record(b"\x00" * 10)
+        keyless_records(b"\x00" * 10)
 
 
 @pytest.mark.parametrize("compression", CODECS[1:])
@@ -73,12 +72,12 @@ def test_a_batch_expanding_past_the_limit_is_corrupt_not_allocated() -> None:
     bomb = build_batch([(None, bytes(MAX_DECOMPRESSED), (), None)], compression=codecs.ZSTD)
     assert len(bomb) < 100_000
     with pytest.raises(CorruptRecordError, match="more than"):
-        first_keyless_record(bomb)
+        keyless_records(bomb)
 
 
 def test_long_varints_take_the_full_reader() -> None:
     # Offset deltas past 8191 and record lengths past 8 KiB need three varint bytes.
     keys: list[bytes | None] = [b"k"] * 9000 + [None]
-    assert first_keyless_record(build_batch([(k, b"", (), 0) for k in keys])) == 9000
+    assert keyless_records(build_batch([(k, b"", (), 0) for k in keys])) == [9000]
     big = build_batch([(b"k", b"v" * 20_000, (), 0), (None, b"v" * 20_000, (), 10**9)])
-    assert first_keyless_record(big) == 1
+    assert keyless_records(big) == [1]

@@ -10,7 +10,7 @@ from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC
 from slog.core import batch
 from slog.core.errors import CorruptRecordError, StorageError
 from slog.core.log import RecordTooLargeError
-from slog.core.record_keys import first_keyless_record
+from slog.core.record_keys import keyless_records
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
@@ -79,19 +79,24 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
 def _refuse_keyless(topic: str, index: int, records: bytes) -> dict[str, Any] | None:
     """A compacted partition keeps one value per key, so a keyless record is refused.
 
-    The whole batch is refused, as Kafka's LogValidator does, naming the first
-    keyless record in ``record_errors`` (Produce v8+). None: every record has a key.
+    The whole batch is refused, as Kafka's LogValidator does, naming every keyless
+    record in ``record_errors`` (Produce v8+: clients fail those with INVALID_RECORD
+    and the batch's others as refused for another record's sake). None: every record
+    has a key.
     """
     try:
-        keyless = first_keyless_record(records)
+        keyless = keyless_records(records)
     except CorruptRecordError as exc:
         return {"error_code": ErrorCode.corrupt_message, "error_message": str(exc)}
-    if keyless is None:
+    if not keyless:
         return None
-    message = (f"record {keyless} of the batch has no key; {topic}-{index} is compacted "
-               "(cleanup.policy includes compact), so every record needs a key")
-    return {"error_code": ErrorCode.invalid_record, "error_message": message,
-            "record_errors": [{"batch_index": keyless, "batch_index_error_message": message}]}
+    why = f"{topic}-{index} is compacted (cleanup.policy includes compact), so every " \
+          "record needs a key"
+    return {"error_code": ErrorCode.invalid_record,
+            "error_message": f"{len(keyless)} record(s) of the batch have no key; {why}",
+            "record_errors": [{"batch_index": i, "batch_index_error_message":
+                               f"record {i} of the batch has no key; {why}"}
+                              for i in keyless]}
 
 
 async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
