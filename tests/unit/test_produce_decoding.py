@@ -18,7 +18,7 @@ from slog.protocol import encode_request, parse_request_header, request_class
 from slog.protocol.apis import ApiKey
 from slog.protocol.guard import guard
 from slog.protocol.produce_decoding import decode_produce_request
-from tests.unit.test_protocol_fuzz import mutated
+from tests.fuzz.hostile import broken
 from tests.unit.test_protocol_support import random_entity
 
 VERSIONS = range(3, 10)
@@ -64,7 +64,7 @@ def hostile_bodies(draw: st.DrawFn) -> tuple[int, bytes]:
     version = draw(st.sampled_from(VERSIONS))
     if draw(st.integers(0, 3)) == 0:
         return version, draw(st.binary(max_size=64))
-    return version, draw(mutated(draw(st.sampled_from(SAMPLES[version]))))
+    return version, draw(broken(draw(st.sampled_from(SAMPLES[version]))))
 
 
 @settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
