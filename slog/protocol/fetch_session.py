@@ -60,6 +60,12 @@ class FetchSessionHandler:
         self._wanted[key] = entry
         self._touched.add(key)
 
+    def resend(self, key: TopicPartition) -> None:
+        """Name ``key`` in the next request even if its entry did not change: the
+        broker answered it with an error, and may have dropped it from the session."""
+        self._sent.pop(key, None)
+        self._touched.add(key)
+
     def remove(self, key: TopicPartition) -> None:
         """Stop fetching ``key`` (the next incremental request forgets it)."""
         if self._wanted.pop(key, None) is not None:

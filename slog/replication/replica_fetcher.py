@@ -214,6 +214,8 @@ class ReplicaFetcher:
                     progressed &= self._apply(partition, result)
                     if partition.log.log_start_offset != log_start:
                         started = partition
+                    if result.error_code:
+                        self._session.resend(key)  # the leader may have dropped it
                     if result.records or partition.needs_truncation or result.error_code or \
                             partition is started:
                         # Our LEO, log start (the leader waits for it: DeleteRecords)

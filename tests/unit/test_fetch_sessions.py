@@ -224,3 +224,16 @@ def test_handler_without_a_session_keeps_sending_full_requests() -> None:
     again = h.build({("t", 0): entry(0)})
     assert (again["session_id"], again["session_epoch"]) == (0, 0)
     assert names(again) == {("t", 0)}
+
+
+def test_handler_names_a_partition_again_after_an_error() -> None:
+    # A partition the broker answered with an error may be gone from its session
+    # (deleted and created again meanwhile): its unchanged entry must be sent again.
+    h = FetchSessionHandler()
+    h.build({("t", 0): entry(0), ("t", 1): entry(0)})
+    assert h.handle_response(0, 77)
+    h.resend(("t", 0))
+    again = h.build()
+    assert names(again) == {("t", 0)} and forgotten(again) == set()
+    assert h.handle_response(0, 77)
+    assert names(h.build()) == set()
