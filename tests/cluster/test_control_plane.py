@@ -161,6 +161,12 @@ def test_topic_recreated_under_the_same_name_while_a_replica_is_down(cluster: Cl
         admin.create_topics([NewTopic(topic, assignment={0: [*others, down]})])
     leader = cluster.wait_leader(topic)
     assert leader != down
+    # The leader must hold the new topic's log before we write: until it applies the
+    # deletion it still leads the old one, and what it takes there is deleted with it.
+    new_id = cluster.image().topics[topic].topic_id
+    metadata = cluster.layout.partition_dir(leader, topic, 0) / "partition.metadata"
+    wait_until(lambda: metadata.exists() and new_id in metadata.read_text(), WAIT_S,
+               "the leader to hold the new topic's log")
     for i in range(10):
         cluster.append_to(leader, topic, 0, [f"new-{i}".encode()], acks=1)
     cluster.restart(down)
