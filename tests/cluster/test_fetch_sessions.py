@@ -285,31 +285,41 @@ def test_one_session_slot_two_kafka_python_consumers(cluster: Cluster) -> None:
 
     # The bigger consumer's session evicts the smaller one's, which then gets
     # FETCH_SESSION_ID_NOT_FOUND, fetches in full and cannot take the slot back.
+    # The small consumer must hold the slot first: had the big one come first, the
+    # small one could never have evicted it and there would be nothing to see.
     cluster.create_topic("small", partitions=1, replication_factor=1)
     cluster.create_topic("big", partitions=3, replication_factor=1)
-    consumers = {}
-    for topic, count in (("small", 1), ("big", 3)):
-        consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=None,
-                                 auto_offset_reset="earliest", fetch_max_wait_ms=100)
-        consumer.assign([KTP(topic, p) for p in range(count)])
-        consumers[topic] = (consumer, count)
+    consumers: dict[str, tuple[KafkaConsumer, int]] = {}
     received: dict[str, list[bytes]] = {"small": [], "big": []}
+
+    def read_round(round_: int) -> None:
+        expected = {}
+        for topic, (_, count) in consumers.items():
+            values = [f"{topic}-{round_}-{p}".encode() for p in range(count)]
+            for p, value in enumerate(values):
+                assert cluster.produce_to(1, topic, p, [value], acks=1) == 0
+            expected[topic] = values
+
+        def done() -> bool:
+            for topic, (consumer, _) in consumers.items():
+                received[topic] += [r.value for rs in consumer.poll(100).values()
+                                    for r in rs]
+            return all(set(expected[t]) <= set(received[t]) for t in expected)
+
+        wait_until(done, TIMEOUT_S, f"the consumers to read round {round_}")
+
     try:
-        for round_ in range(4):
-            expected = {}
-            for topic, (_, count) in consumers.items():
-                values = [f"{topic}-{round_}-{p}".encode() for p in range(count)]
-                for p, value in enumerate(values):
-                    assert cluster.produce_to(1, topic, p, [value], acks=1) == 0
-                expected[topic] = values
-
-            def done(wanted: dict[str, list[bytes]] = expected) -> bool:
-                for topic, (consumer, _) in consumers.items():
-                    received[topic] += [r.value for rs in consumer.poll(100).values()
-                                        for r in rs]
-                return all(set(wanted[t]) <= set(received[t]) for t in wanted)
-
-            wait_until(done, TIMEOUT_S, f"both consumers to read round {round_}")
+        for round_, (topic, count) in enumerate((("small", 1), ("big", 3))):
+            consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=None,
+                                     auto_offset_reset="earliest", fetch_max_wait_ms=100)
+            consumer.assign([KTP(topic, p) for p in range(count)])
+            consumers[topic] = (consumer, count)
+            read_round(round_)
+            if topic == "small":
+                wait_until(lambda: broker_stats(cluster, 1)["fetch_sessions"] == 1,
+                           TIMEOUT_S, "the small consumer's session")
+        for round_ in range(2, 5):
+            read_round(round_)
         stats = broker_stats(cluster, 1)
         assert stats["fetch_sessions"] == 1
         assert stats["fetch_session_evictions"] >= 1
