@@ -83,6 +83,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
     ENVELOPE = 58
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 class ApiSpec(NamedTuple):
@@ -172,6 +173,8 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
     # kio: 0-2. v2 adds broker-type filtering for controllers (KIP-919).
     (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    # KIP-966: Metadata's topic half with cursor paging (only v0 exists).
+    (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic
     # ids); v3 adds broker epochs per ISR member, which slog does not track.
     (ApiKey.ALTER_PARTITION, 2, 2),

@@ -187,6 +187,12 @@ def _metadata(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
         for t in req.topics or ())))
 
 
+def _describe_topic_partitions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_rows(cls, "topics", (
+        {"error_code": e, "name": t.name, "topic_id": uuid_zero, "partitions": ()}
+        for t in req.topics)))
+
+
 def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, error_code=e, producer_id=-1, producer_epoch=-1)
 
@@ -365,6 +371,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_alter_user_scram_credentials, True),
     ApiKey.ALTER_PARTITION: (_top_level, False),
     ApiKey.ENVELOPE: (_top_level, False),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_describe_topic_partitions, True),
 }
 
 

@@ -4,6 +4,8 @@ confluent-kafka and kafka-python report them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from confluent_kafka import TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
@@ -15,6 +17,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from slog.client.connection import BrokerConnection
+from slog.core.acls import Operation
+from slog.core.scram import SaslLogin
+from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess
 from tests.security.conftest import PASSWORDS, sasl_conf
 
@@ -68,3 +75,31 @@ def test_operations_follow_the_acls(acl_broker: BrokerProcess) -> None:
         assert set(kp.describe_cluster()["authorized_operations"]) == {"IDEMPOTENT_WRITE"}
     finally:
         kp.close()
+
+
+def test_describe_topic_partitions_hides_what_acls_hide(acl_broker: BrokerProcess) -> None:
+    """KIP-966 under ACLs: a named topic alice may not describe is refused with no id,
+    after the others; asking for every topic leaves it out; her operations are hers."""
+    admin = AdminClient(sasl_conf(acl_broker, "admin"))
+    for name in ("dtp-open", "dtp-secret"):
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    for future in admin.create_acls([AclBinding(
+            ResourceType.TOPIC, "dtp-open", ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.DESCRIBE, AclPermissionType.ALLOW)]).values():
+        future.result(30)
+    login = SaslLogin("SCRAM-SHA-256", "alice", PASSWORDS["alice"])
+    with BrokerConnection("127.0.0.1", acl_broker.port, sasl=login) as conn:
+        def describe(names: list[str]) -> Any:
+            return conn.request(ApiKey.DESCRIBE_TOPIC_PARTITIONS, {
+                "topics": [{"name": n} for n in names], "response_partition_limit": 100,
+                "cursor": None}).topics
+
+        named = describe(["dtp-secret", "dtp-open", "dtp-nowhere"])
+        assert [(t.name, t.error_code) for t in named] == [
+            ("dtp-open", ErrorCode.none),
+            ("dtp-nowhere", ErrorCode.topic_authorization_failed),  # existing or not
+            ("dtp-secret", ErrorCode.topic_authorization_failed)]
+        assert named[0].topic_authorized_operations == 1 << Operation.DESCRIBE
+        assert named[2].topic_id is None and not named[2].partitions
+        every = [t.name for t in describe([])]  # the module's broker has other topics
+        assert "dtp-open" in every and "dtp-secret" not in every

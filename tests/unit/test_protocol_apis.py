@@ -60,6 +60,7 @@ EXPECTED = {
     "DescribeUserScramCredentials": (0, 0),
     "AlterUserScramCredentials": (0, 0),
     "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
+    "DescribeTopicPartitions": (0, 0),
     "Envelope": (0, 0),  # inter-broker only: never advertised (see slog.broker.forwarding)
 }
 

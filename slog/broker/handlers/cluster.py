@@ -56,7 +56,7 @@ def listener_of(ctx: RequestContext) -> str | None:
     return ctx.session.listener if ctx.session is not None else None
 
 
-def _partition_entry(state: PartitionState, live: frozenset[int]) -> dict[str, Any]:
+def partition_entry(state: PartitionState, live: frozenset[int]) -> dict[str, Any]:
     return {
         "error_code": LEADER_NOT_AVAILABLE if state.is_offline else NONE,
         "partition_index": state.partition,
@@ -81,7 +81,7 @@ def topic_entry(image: MetadataImage, name: str,
         "name": name,
         "topic_id": topic.topic_id,
         "is_internal": name in INTERNAL_TOPICS,
-        "partitions": [_partition_entry(p, live) for _, p in sorted(topic.partitions.items())],
+        "partitions": [partition_entry(p, live) for _, p in sorted(topic.partitions.items())],
     }
 
 
