@@ -189,7 +189,7 @@ def _metadata(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
 
 def _describe_topic_partitions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, topics=_rows(cls, "topics", (
-        {"error_code": e, "name": t.name, "topic_id": uuid_zero, "partitions": ()}
+        {"error_code": e, "name": t.name, "topic_id": None, "partitions": ()}
         for t in req.topics)))
 
 

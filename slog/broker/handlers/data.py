@@ -19,6 +19,10 @@ from slog.replication.partition import Partition, ReplicaError
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+# Tiered storage's specs (ListOffsets v8, KIP-405; v9, KIP-1005). slog keeps every
+# segment local, so the earliest local offset is the log start and nothing is tiered.
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 CORRUPT_MESSAGE = ErrorCode.corrupt_message
 INVALID_RECORD = ErrorCode.invalid_record
 
@@ -166,8 +170,10 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
         return result
     plog = partition.log
     ts = request.timestamp
-    if ts == EARLIEST_TIMESTAMP:
+    if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         result["offset"] = plog.log_start_offset
+    elif ts == LATEST_TIERED_TIMESTAMP:
+        pass  # no tiered offset: -1 with no error, as Kafka without remote storage
     elif ts == LATEST_TIMESTAMP:
         # Replicas and debugging tools (replica id -2, as in Kafka) see the LEO.
         result["offset"] = plog.log_end_offset if replica_id != -1 else partition.high_watermark
