@@ -242,7 +242,8 @@ class Dispatcher:
         """None if the ACLs allow the request, else its answer: every item gets the error."""
         header = context.header
         error = denial(header.api_key, request, context.allowed,
-                       lambda: any_topic_allowed(context, Operation.WRITE))
+                       lambda: any_topic_allowed(context, Operation.WRITE),
+                       self._broker.image.topic_name)
         if error is None:
             return None
         log.info("%s denied api %s from %s (error %d)", context.session.principal

@@ -108,11 +108,12 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # v10 adds topic ids, v12 nullable topic names, v13 a top-level error code
     # (KIP-1102 rebootstrap; always NONE here).
     (ApiKey.METADATA, 0, 13),
-    # kio: 3-13 (Kafka 4 dropped v0-2). v9 is the first flexible version; v10
-    # adds KIP-951 leader-discovery tags, v11 KIP-890 transaction
-    # verification, v12/13 topic ids. Those need broker semantics we don't
-    # implement, so stop at 9.
-    (ApiKey.PRODUCE, 3, 9),
+    # Kafka 4 dropped v0-2. v9 is the first flexible version; v10 adds KIP-951
+    # leader hints (current_leader, node_endpoints) on NOT_LEADER_OR_FOLLOWER;
+    # v11 may answer TRANSACTION_ABORTABLE and v12 is transactions v2 (KIP-890):
+    # slog has no transactions, so neither changes an answer. v13 names topics
+    # by id (KIP-516; an unknown id is UNKNOWN_TOPIC_ID).
+    (ApiKey.PRODUCE, 3, 13),
     # kio: 4-18. v12 is the first flexible version; v13+ addresses topics by
     # id only, v15+ changes replica identity; stop at 12.
     (ApiKey.FETCH, 4, 12),

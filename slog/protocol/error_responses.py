@@ -148,10 +148,17 @@ def _by_topic(cls: type, topics_field: str, partitions_field: str,
     )
 
 
+def _topic_key(topic: Any, name_field: str) -> Row:
+    """How a request's topic entry names its topic: by name, or by id (Fetch v13+,
+    Produce v13); the response names it the same way."""
+    return {name_field: getattr(topic, name_field, None),
+            "topic_id": getattr(topic, "topic_id", None)}
+
+
 def _produce(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, responses=_by_topic(
         cls, "responses", "partition_responses",
-        (({"name": t.name}, ({"index": p.index, "error_code": e, "base_offset": -1}
+        ((_topic_key(t, "name"), ({"index": p.index, "error_code": e, "base_offset": -1}
                              for p in t.partition_data))
          for t in req.topic_data)))
 

@@ -23,7 +23,7 @@ EXPECTED = {
     "AlterPartition": (2, 2),
     "ApiVersions": (0, 4),
     "Metadata": (0, 13),
-    "Produce": (3, 9),
+    "Produce": (3, 13),
     "Fetch": (4, 12),
     "ListOffsets": (1, 10),
     "InitProducerId": (0, 4),
