@@ -68,9 +68,15 @@ def _topics(op: Operation, items: Any) -> Iterator[Check]:
         yield from _topic(op, _name(item), getattr(item, "topic_id", None))
 
 
+def replica_id_of(request: Any) -> int:
+    """The fetching replica's id (-1: a consumer); Fetch v15+ moved it into replica_state."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
+
+
 def _replica_or(op: Operation, request: Any) -> Iterator[Check]:
     """Fetch/OffsetForLeaderEpoch from a follower is CLUSTER_ACTION, else ``op`` on topics."""
-    if getattr(request, "replica_id", -1) >= 0:
+    if replica_id_of(request) >= 0:
         yield _cluster(Operation.CLUSTER_ACTION)
     else:
         yield from _topics(op, request.topics)

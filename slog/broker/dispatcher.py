@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from slog.broker.access import denial
+from slog.broker.access import denial, replica_id_of
 from slog.broker.forwarding import (
     CONTROLLER_APIS,
     ENVELOPE_VERSION,
@@ -102,7 +102,7 @@ def _metered(header: RequestHeader, request: Any, session: Session | None) -> bo
         return False
     if session is not None and session.principal == BROKER_PRINCIPAL:
         return False
-    return not (header.api_key == ApiKey.FETCH and request.replica_id >= 0)
+    return not (header.api_key == ApiKey.FETCH and replica_id_of(request) >= 0)
 
 
 class Dispatcher:

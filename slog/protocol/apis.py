@@ -114,9 +114,12 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # slog has no transactions, so neither changes an answer. v13 names topics
     # by id (KIP-516; an unknown id is UNKNOWN_TOPIC_ID).
     (ApiKey.PRODUCE, 3, 13),
-    # kio: 4-18. v12 is the first flexible version; v13+ addresses topics by
-    # id only, v15+ changes replica identity; stop at 12.
-    (ApiKey.FETCH, 4, 12),
+    # v12 is the first flexible version; v13 names topics by id (KIP-516; fetch
+    # sessions are keyed by id), v14 only adds an error slog never sends
+    # (tiered storage), v15 moves the replica id into replica_state (KIP-903),
+    # v16 adds KIP-951 leader hints, v17 a replica directory id slog ignores
+    # (one log dir). v18 (KIP-1166) is newer than Kafka 4.1.
+    (ApiKey.FETCH, 4, 17),
     # v7 adds MAX_TIMESTAMP (-3) lookups (KIP-734), v8 EARLIEST_LOCAL (-4,
     # KIP-405), v9 LATEST_TIERED (-5, KIP-1005): with no tiered storage the log
     # start and -1. v10's timeout bounds remote lookups, which slog never makes.

@@ -167,7 +167,8 @@ def _fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     empty = {"error_code": e, "high_watermark": -1, "aborted_transactions": None, "records": b""}
     return _fill(cls, throttle_time=_NO_TIME, error_code=e, session_id=0, responses=_by_topic(
         cls, "responses", "partitions",
-        (({"topic": t.topic}, ({"partition_index": p.partition, **empty} for p in t.partitions))
+        ((_topic_key(t, "topic"), ({"partition_index": p.partition, **empty}
+                                    for p in t.partitions))
          for t in req.topics)))
 
 

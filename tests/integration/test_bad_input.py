@@ -258,7 +258,7 @@ def test_api_versions_unknown_version_gets_kip511_fallback(shared_broker: Broker
     (34, 1, False),  # AlterReplicaLogDirs: a Kafka API slog does not implement
     (ApiKey.METADATA, 99, True),  # versions beyond the advertised range
     (ApiKey.PRODUCE, 2, False),  # below the minimum (Kafka 4 removed v0-2)
-    (ApiKey.FETCH, 13, True),
+    (ApiKey.FETCH, 18, True),
 ])
 def test_unsupported_api_or_version_closes_connection(shared_broker: BrokerProcess, api_key: int,
                                                       version: int, flexible: bool) -> None:

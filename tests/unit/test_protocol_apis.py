@@ -24,7 +24,7 @@ EXPECTED = {
     "ApiVersions": (0, 4),
     "Metadata": (0, 13),
     "Produce": (3, 13),
-    "Fetch": (4, 12),
+    "Fetch": (4, 17),
     "ListOffsets": (1, 10),
     "InitProducerId": (0, 4),
     "CreateTopics": (2, 7),
@@ -100,7 +100,7 @@ def test_api_versions_table_filters_and_always_has_api_versions() -> None:
     table = api_versions_table([ApiKey.PRODUCE, ApiKey.FETCH, 9999])
     assert [s.api_key for s in table] == [0, 1, 18]
     assert api_versions_table([]) == (API_BY_KEY[18],)
-    assert API_BY_KEY[1].supports(12) and not API_BY_KEY[1].supports(13)
+    assert API_BY_KEY[1].supports(17) and not API_BY_KEY[1].supports(18)
 
 
 def test_header_versions_agree_with_kafka_python() -> None:
