@@ -10,7 +10,7 @@ import pytest
 
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
-from tests.cluster.conftest import Cluster, produce_body
+from tests.cluster.conftest import Cluster, produce_body, wait_until
 
 pytestmark = pytest.mark.brokers(2)
 
@@ -137,3 +137,34 @@ def test_fetch_v16_names_the_leader_to_a_misdirected_consumer(cluster: Cluster) 
                 assert (p.current_leader.leader_id, p.current_leader.leader_epoch) == (1, epoch)
                 [node] = answer.node_endpoints
                 assert (node.node_id, node.port) == (1, cluster.brokers[1].port)
+
+
+def test_a_session_by_id_does_not_follow_a_recreated_topic(cluster: Cluster) -> None:
+    """Deleted and created again under the same name, the topic has a new id: the old
+    session's id now names nothing (UNKNOWN_TOPIC_ID), and the new id reads the new log."""
+    from slog.client.admin import Admin
+
+    cluster.create_topic("fr", 1, 1, assignment={0: [1]})
+    cluster.append_to(1, "fr", 0, [b"old"])
+    old_id = _topic_id(cluster, "fr")
+    with cluster.connect(1) as leader:
+        opened = leader.request(ApiKey.FETCH, _fetch_body(16, old_id, 0, (0, 0)), version=16)
+        session = opened.session_id
+        assert _values(opened) == [b"old"]
+        with Admin(cluster.bootstrap) as admin:
+            admin.delete_topics(["fr"])
+        wait_until(lambda: "fr" not in cluster.image().topics, 30, "the deletion")
+        cluster.create_topic("fr", 1, 1, assignment={0: [1]})
+        cluster.append_to(1, "fr", 0, [b"new"])
+        new_id = _topic_id(cluster, "fr")
+        assert new_id != old_id
+        stale = leader.request(ApiKey.FETCH, _fetch_body(16, old_id, 1, (session, 1)),
+                               version=16)
+        assert stale.error_code == ErrorCode.none
+        [topic] = stale.responses
+        assert topic.topic_id == old_id
+        assert topic.partitions[0].error_code == ErrorCode.unknown_topic_id
+        # The client forgets the old id and asks for the new one in the same session.
+        moved = leader.request(ApiKey.FETCH, _fetch_body(16, new_id, 0, (session, 2),
+                                                         forgotten=[old_id]), version=16)
+        assert moved.error_code == ErrorCode.none and _values(moved) == [b"new"]
