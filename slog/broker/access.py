@@ -13,7 +13,7 @@ here: its handler filters the topics a principal may not describe.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from slog.core.acls import CLUSTER_NAME, Operation, ResourceType
@@ -36,11 +36,18 @@ class Check:
     name: str
     error: int
     or_cluster: bool = False  # the same operation on the cluster also grants it (CREATE)
+    # A topic named by id only (Fetch v13+, Produce v13): checked under the name the
+    # metadata gives that id; an id no topic has is skipped (the handler answers
+    # UNKNOWN_TOPIC_ID, and an unknown id discloses nothing).
+    topic_id: object = None
 
 
-def _topic(op: Operation, name: str | None, **kw: Any) -> Iterator[Check]:
+def _topic(op: Operation, name: str | None, topic_id: object = None, **kw: Any
+           ) -> Iterator[Check]:
     if name is not None:
         yield Check(op, ResourceType.TOPIC, name, TOPIC_DENIED, **kw)
+    elif topic_id is not None:
+        yield Check(op, ResourceType.TOPIC, "", TOPIC_DENIED, topic_id=topic_id, **kw)
 
 
 def _group(op: Operation, name: str) -> Check:
@@ -58,12 +65,18 @@ def _name(item: Any) -> str | None:
 
 def _topics(op: Operation, items: Any) -> Iterator[Check]:
     for item in items or ():
-        yield from _topic(op, _name(item))
+        yield from _topic(op, _name(item), getattr(item, "topic_id", None))
+
+
+def replica_id_of(request: Any) -> int:
+    """The fetching replica's id (-1: a consumer); Fetch v15+ moved it into replica_state."""
+    state = getattr(request, "replica_state", None)
+    return state.replica_id if state is not None else getattr(request, "replica_id", -1)
 
 
 def _replica_or(op: Operation, request: Any) -> Iterator[Check]:
     """Fetch/OffsetForLeaderEpoch from a follower is CLUSTER_ACTION, else ``op`` on topics."""
-    if getattr(request, "replica_id", -1) >= 0:
+    if replica_id_of(request) >= 0:
         yield _cluster(Operation.CLUSTER_ACTION)
     else:
         yield from _topics(op, request.topics)
@@ -163,8 +176,11 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
 
 
 def denial(api_key: int, request: Any, allowed: Allowed,
-           any_topic_writable: Callable[[], bool]) -> int | None:
-    """The error code for the first failed check of ``request``, or None if all pass."""
+           any_topic_writable: Callable[[], bool],
+           topic_name: Callable[[object], str | None] = lambda topic_id: None) -> int | None:
+    """The error code for the first failed check of ``request``, or None if all pass.
+
+    ``topic_name`` gives the name of a topic id (requests that name topics by id)."""
     if api_key == ApiKey.INIT_PRODUCER_ID:
         # KIP-679: idempotent producers need IDEMPOTENT_WRITE on the cluster or
         # WRITE on some topic; transactions are not implemented by slog.
@@ -173,6 +189,11 @@ def denial(api_key: int, request: Any, allowed: Allowed,
             return None
         return CLUSTER_DENIED
     for check in _checks(api_key, request):
+        if check.topic_id is not None:
+            name = topic_name(check.topic_id)
+            if name is None:
+                continue
+            check = replace(check, name=name)
         if check.or_cluster and allowed(check.operation, ResourceType.CLUSTER, CLUSTER_NAME):
             continue
         if not allowed(check.operation, check.resource_type, check.name):

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from slog.broker.access import denial
+from slog.broker.access import denial, replica_id_of
 from slog.broker.forwarding import (
     CONTROLLER_APIS,
     ENVELOPE_VERSION,
@@ -102,7 +102,7 @@ def _metered(header: RequestHeader, request: Any, session: Session | None) -> bo
         return False
     if session is not None and session.principal == BROKER_PRINCIPAL:
         return False
-    return not (header.api_key == ApiKey.FETCH and request.replica_id >= 0)
+    return not (header.api_key == ApiKey.FETCH and replica_id_of(request) >= 0)
 
 
 class Dispatcher:
@@ -242,7 +242,8 @@ class Dispatcher:
         """None if the ACLs allow the request, else its answer: every item gets the error."""
         header = context.header
         error = denial(header.api_key, request, context.allowed,
-                       lambda: any_topic_allowed(context, Operation.WRITE))
+                       lambda: any_topic_allowed(context, Operation.WRITE),
+                       self._broker.image.topic_name)
         if error is None:
             return None
         log.info("%s denied api %s from %s (error %d)", context.session.principal

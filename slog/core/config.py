@@ -146,6 +146,8 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "default.replication.factor": ("-1", _int(-1)),  # -1: min(3, live brokers)
     "auto.create.topics.enable": ("true", _bool),
     "delete.topic.enable": ("true", _bool),
+    # DescribeTopicPartitions (KIP-966): at most this many partitions per response.
+    "max.request.partition.size.limit": ("2000", _int(1, _INT32_MAX)),
     "log.retention.check.interval.ms": ("300000", _int(1)),
     "replica.lag.time.max.ms": ("10000", _int(1)),
     # KIP-227: incremental fetch sessions kept; 0 turns sessions off.

@@ -82,6 +82,8 @@ class MetadataImage:
     # the partitions concerned: leaderless ones, and ones being reassigned.
     offline: set[tuple[str, int]] = field(default_factory=set, compare=False, repr=False)
     reassigning: set[tuple[str, int]] = field(default_factory=set, compare=False, repr=False)
+    # topic id -> name, for the requests that name topics by id (Fetch v13+, Produce v13).
+    topic_names: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     delta: MetadataDelta = field(default_factory=MetadataDelta, compare=False, repr=False)
 
     def take_delta(self) -> MetadataDelta:
@@ -112,6 +114,10 @@ class MetadataImage:
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         image = self.topics.get(topic)
         return image.partitions.get(partition) if image else None
+
+    def topic_name(self, topic_id: object) -> str | None:
+        """The name of the topic with this id (a UUID or its text), None if there is none."""
+        return self.topic_names.get(str(topic_id)) if topic_id is not None else None
 
     def live_brokers(self) -> list[BrokerRegistration]:
         return [b for b in self.brokers.values() if not b.fenced]
@@ -160,8 +166,10 @@ def _apply_topic(image: MetadataImage, record: records.TopicRecord) -> None:
     name = record.name
     if name in image.topics:
         _forget_partitions(image, name)
+        image.topic_names.pop(image.topics[name].topic_id, None)
     image.topics[name] = TopicImage(name=name, topic_id=record.topic_id,
                                     configs=dict(record.configs))
+    image.topic_names[record.topic_id] = name
     image.delta.topics.add(name)
 
 
@@ -219,6 +227,7 @@ def _apply_remove_topic(image: MetadataImage, record: records.RemoveTopicRecord)
     name = record.name
     if name in image.topics:
         _forget_partitions(image, name)
+        image.topic_names.pop(image.topics[name].topic_id, None)
         del image.topics[name]
         image.delta.topics.add(name)
 

@@ -83,6 +83,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
     ENVELOPE = 58
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 class ApiSpec(NamedTuple):
@@ -101,22 +102,29 @@ class ApiSpec(NamedTuple):
 # 0.6.5 ships when it is narrower or wider than what we advertise.
 _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # v3 is the first flexible version (KIP-511 client software name/version);
-    # kio also has v4 (KIP-1022 feature semantics) which we don't need.
-    (ApiKey.API_VERSIONS, 0, 3),
-    # v10 adds topic ids, v12 nullable topic names; v13 (top-level error code
-    # for KRaft rebootstrap) adds nothing a client of ours needs.
-    (ApiKey.METADATA, 0, 12),
-    # kio: 3-13 (Kafka 4 dropped v0-2). v9 is the first flexible version; v10
-    # adds KIP-951 leader-discovery tags, v11 KIP-890 transaction
-    # verification, v12/13 topic ids. Those need broker semantics we don't
-    # implement, so stop at 9.
-    (ApiKey.PRODUCE, 3, 9),
-    # kio: 4-18. v12 is the first flexible version; v13+ addresses topics by
-    # id only, v15+ changes replica identity; stop at 12.
-    (ApiKey.FETCH, 4, 12),
-    # kio: 1-11. v7 adds MAX_TIMESTAMP (-3) lookups (KIP-734); v8+ is tiered
-    # storage (-4/-5) and KIP-1005 semantics.
-    (ApiKey.LIST_OFFSETS, 1, 7),
+    # v4 (KIP-1022) only lets a supported feature's min version be 0, and slog
+    # advertises no features.
+    (ApiKey.API_VERSIONS, 0, 4),
+    # v10 adds topic ids, v12 nullable topic names, v13 a top-level error code
+    # (KIP-1102 rebootstrap; always NONE here).
+    (ApiKey.METADATA, 0, 13),
+    # Kafka 4 dropped v0-2. v9 is the first flexible version; v10 adds KIP-951
+    # leader hints (current_leader, node_endpoints) on NOT_LEADER_OR_FOLLOWER;
+    # v11 may answer TRANSACTION_ABORTABLE and v12 is transactions v2 (KIP-890):
+    # slog has no transactions, so neither changes an answer. v13 names topics
+    # by id (KIP-516; an unknown id is UNKNOWN_TOPIC_ID).
+    (ApiKey.PRODUCE, 3, 13),
+    # v12 is the first flexible version; v13 names topics by id (KIP-516; fetch
+    # sessions are keyed by id), v14 only adds an error slog never sends
+    # (tiered storage), v15 moves the replica id into replica_state (KIP-903),
+    # v16 adds KIP-951 leader hints, v17 a replica directory id slog ignores
+    # (one log dir). v18 (KIP-1166) is newer than Kafka 4.1.
+    (ApiKey.FETCH, 4, 17),
+    # v7 adds MAX_TIMESTAMP (-3) lookups (KIP-734), v8 EARLIEST_LOCAL (-4,
+    # KIP-405), v9 LATEST_TIERED (-5, KIP-1005): with no tiered storage the log
+    # start and -1. v10's timeout bounds remote lookups, which slog never makes.
+    # v11 (-6, pending upload) is newer than Kafka 4.1.
+    (ApiKey.LIST_OFFSETS, 1, 10),
     # kio: 0-6. v5+ is KIP-890 (transactions v2), v6 KIP-939 (2PC).
     (ApiKey.INIT_PRODUCER_ID, 0, 4),
     # kio: 2-7 (Kafka 4 dropped v0-1).
@@ -131,12 +139,13 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Legacy (replace-all) AlterConfigs: librdkafka and kafka-python still use it.
     (ApiKey.ALTER_CONFIGS, 0, 2),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
-    # kio: 1-5 (Kafka 4 dropped v0). v5 reports the log dir's directory id,
-    # which a broker with one log dir per process has no use for.
-    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
-    # kio: 0-6. v4 batches coordinator keys (KIP-699); v5/v6 are transaction
-    # v2 and share groups.
-    (ApiKey.FIND_COORDINATOR, 0, 4),
+    # Kafka 4 dropped v0. v4 adds total/usable bytes, v5 is_cordoned (KIP-1066):
+    # slog never cordons its one log dir.
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 5),
+    # v4 batches coordinator keys (KIP-699); v5 may answer TRANSACTION_ABORTABLE
+    # (KIP-890), v6 takes the share-group key type (KIP-932). slog has neither
+    # transactions nor share groups: those key types get an error per key.
+    (ApiKey.FIND_COORDINATOR, 0, 6),
     (ApiKey.JOIN_GROUP, 0, 9),
     (ApiKey.SYNC_GROUP, 0, 5),
     (ApiKey.HEARTBEAT, 0, 4),
@@ -155,8 +164,8 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
     (ApiKey.ALTER_CLIENT_QUOTAS, 0, 1),
     (ApiKey.ELECT_LEADERS, 0, 2),
-    # kio: 0-1. v1 adds AllowReplicationFactorChange (KIP-860).
-    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0),
+    # v1 adds AllowReplicationFactorChange (KIP-860).
+    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1),
     (ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0),
     # kio: 2-4 only (Kafka 4 dropped v0-1), so the brief's 0-4 is clamped to 2.
     # librdkafka needs v2+ anyway (KIP-320 leader epochs).
@@ -170,8 +179,10 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # KIP-554: SCRAM users managed by admin clients (only v0 exists).
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
     (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
-    # kio: 0-2. v2 adds broker-type filtering for controllers (KIP-919).
-    (ApiKey.DESCRIBE_CLUSTER, 0, 1),
+    # v1 adds the endpoint type (KIP-919), v2 include_fenced_brokers (KIP-1073).
+    (ApiKey.DESCRIBE_CLUSTER, 0, 2),
+    # KIP-966: Metadata's topic half with cursor paging (only v0 exists).
+    (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic
     # ids); v3 adds broker epochs per ISR member, which slog does not track.
     (ApiKey.ALTER_PARTITION, 2, 2),

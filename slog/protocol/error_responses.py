@@ -148,10 +148,17 @@ def _by_topic(cls: type, topics_field: str, partitions_field: str,
     )
 
 
+def _topic_key(topic: Any, name_field: str) -> Row:
+    """How a request's topic entry names its topic: by name, or by id (Fetch v13+,
+    Produce v13); the response names it the same way."""
+    return {name_field: getattr(topic, name_field, None),
+            "topic_id": getattr(topic, "topic_id", None)}
+
+
 def _produce(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, responses=_by_topic(
         cls, "responses", "partition_responses",
-        (({"name": t.name}, ({"index": p.index, "error_code": e, "base_offset": -1}
+        ((_topic_key(t, "name"), ({"index": p.index, "error_code": e, "base_offset": -1}
                              for p in t.partition_data))
          for t in req.topic_data)))
 
@@ -160,7 +167,8 @@ def _fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     empty = {"error_code": e, "high_watermark": -1, "aborted_transactions": None, "records": b""}
     return _fill(cls, throttle_time=_NO_TIME, error_code=e, session_id=0, responses=_by_topic(
         cls, "responses", "partitions",
-        (({"topic": t.topic}, ({"partition_index": p.partition, **empty} for p in t.partitions))
+        ((_topic_key(t, "topic"), ({"partition_index": p.partition, **empty}
+                                    for p in t.partitions))
          for t in req.topics)))
 
 
@@ -185,6 +193,12 @@ def _metadata(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
         {"error_code": e, "name": t.name, "partitions": (),
          "topic_id": getattr(t, "topic_id", None) or uuid_zero}
         for t in req.topics or ())))
+
+
+def _describe_topic_partitions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_rows(cls, "topics", (
+        {"error_code": e, "name": t.name, "topic_id": None, "partitions": ()}
+        for t in req.topics)))
 
 
 def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
@@ -365,6 +379,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_alter_user_scram_credentials, True),
     ApiKey.ALTER_PARTITION: (_top_level, False),
     ApiKey.ENVELOPE: (_top_level, False),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_describe_topic_partitions, True),
 }
 
 

@@ -1,4 +1,4 @@
-"""Hand-written FetchResponse encoder (v4..v12): the broker's hot path.
+"""Hand-written FetchResponse encoder (v4..v17): the broker's hot path.
 
 A fetch answer is mostly record batches that already sit in mmap'd segment
 files. Going through kio would copy them into a `bytes` per partition and then
@@ -18,14 +18,20 @@ Version differences handled here (Kafka's FetchResponse.json):
   v12 flexible: compact arrays/strings/bytes, uvarint lengths, tagged fields
       (partition tags 0 diverging_epoch, 1 current_leader, 2 snapshot_id), and
       a v1 response header (correlation id + empty tag section).
+  v13 topic ids (16 bytes) instead of topic names (KIP-516); v14, v15 the same
+  v16 + response tag 0, node_endpoints (KIP-951): the leaders a current_leader
+      tag names, so the client needs no Metadata round trip
+  v17 the same (its change is in the request)
 """
 
 from __future__ import annotations
 
 import functools
 import struct
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from slog.protocol.headers import RequestHeader, write_uvarint
 
@@ -34,11 +40,14 @@ __all__ = [
     "MIN_FETCH_VERSION",
     "FetchPartitionResult",
     "FetchTopicResult",
+    "NodeEndpoint",
     "encode_fetch_response",
 ]
 
 MIN_FETCH_VERSION = 4
-MAX_FETCH_VERSION = 12
+MAX_FETCH_VERSION = 17
+FIRST_TOPIC_ID_VERSION = 13
+FIRST_NODE_ENDPOINTS_VERSION = 16
 
 Chunk = bytes | bytearray | memoryview
 
@@ -85,8 +94,40 @@ class FetchPartitionResult:
 
 @dataclass(slots=True)
 class FetchTopicResult:
-    topic: str
+    topic: str  # the topic's name, or from v13 on its id (the UUID's text)
     partitions: Sequence[FetchPartitionResult]
+
+
+class NodeEndpoint(NamedTuple):
+    """A leader named by a current_leader tag, as the client reaches it (v16+)."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_id(text: str) -> bytes:
+    return uuid.UUID(text).bytes
+
+
+def _compact_string(value: str | None) -> bytes:
+    if value is None:
+        return b"\x00"
+    raw = value.encode("utf-8")
+    return write_uvarint(len(raw) + 1) + raw
+
+
+def _response_tags(node_endpoints: Sequence[NodeEndpoint]) -> bytes:
+    """The response's tagged fields: v16's node_endpoints (tag 0), when there are any."""
+    if not node_endpoints:
+        return b"\x00"
+    body = bytearray(write_uvarint(len(node_endpoints) + 1))
+    for node in node_endpoints:
+        body += _I32.pack(node.node_id) + _compact_string(node.host) + _I32.pack(node.port)
+        body += _compact_string(node.rack) + b"\x00"
+    return b"\x01\x00" + write_uvarint(len(body)) + bytes(body)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -122,12 +163,13 @@ def encode_fetch_response(
     error_code: int,
     session_id: int,
     topics: Sequence[FetchTopicResult],
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> list[Chunk]:
     """Encode a complete FetchResponse frame (size prefix included) as a chunk list.
 
     The record chunks of every partition appear in the list as the very same
     objects the caller passed in. `error_code` and `session_id` are only
-    written for v7+.
+    written for v7+, `node_endpoints` for v16+.
     """
     if not MIN_FETCH_VERSION <= version <= MAX_FETCH_VERSION:
         raise ValueError(
@@ -145,8 +187,9 @@ def encode_fetch_response(
     out += _array_len(len(topics), flexible)
     total = 0
     head = _HEAD_V5 if version >= 5 else _HEAD_V4
+    by_id = version >= FIRST_TOPIC_ID_VERSION
     for t in topics:
-        out += _topic_name(t.topic, flexible)
+        out += _topic_id(t.topic) if by_id else _topic_name(t.topic, flexible)
         out += _array_len(len(t.partitions), flexible)
         for p in t.partitions:
             if version >= 5:
@@ -189,7 +232,9 @@ def encode_fetch_response(
                 out += _partition_tags(p)
         if flexible:
             out += b"\x00"  # topic tagged fields
-    if flexible:
+    if version >= FIRST_NODE_ENDPOINTS_VERSION:
+        out += _response_tags(node_endpoints)
+    elif flexible:
         out += b"\x00"  # response tagged fields
     total += len(out)
     parts.append(bytes(out))

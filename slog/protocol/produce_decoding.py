@@ -8,8 +8,9 @@ read-only memoryviews of the request frame, which the log
 writes to disk unchanged. The server reuses a receive buffer only once no
 view of it is left, so the views stay valid for as long as anyone holds them.
 
-Produce v3-v9 (v9 is flexible: compact strings, arrays and bytes, and tagged
-fields, which are skipped; Produce defines none up to v9). Every read is
+Produce v3-v13 (v9 is flexible: compact strings, arrays and bytes, and tagged
+fields, which are skipped; Produce requests define none; v13 names each topic
+by its 16-byte id instead of its name, KIP-516). Every read is
 bounds-checked first, and anything that is not a well-formed request raises
 ``ValueError``, as kio plus the codec's guard would refuse it.
 """
@@ -20,11 +21,13 @@ import datetime
 import functools
 import struct
 import sys
+import uuid
 from typing import Any
 
 from slog.protocol.apis import ApiKey, request_class
 
 FIRST_FLEXIBLE_VERSION = 9
+FIRST_TOPIC_ID_VERSION = 13
 _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
@@ -81,6 +84,12 @@ class _Reader:
         start = self._take(n)
         return str(self.view[start:start + n], "utf-8")
 
+    def uuid(self) -> uuid.UUID | None:
+        """A topic id; the all-zero id reads as None, as kio reads it."""
+        start = self._take(16)
+        value = int.from_bytes(self.view[start:start + 16], "big")
+        return uuid.UUID(int=value) if value else None
+
     def blob(self) -> memoryview | None:
         n = self._length(_INT32)
         if n == -1:
@@ -122,8 +131,9 @@ def decode_produce_request(frame: bytes | bytearray | memoryview, offset: int, v
     acks = r.int16()
     timeout = datetime.timedelta(milliseconds=r.int32())
     topics = []
-    for _ in range(r.array_length(min_item_size=2)):
-        name = r.string(nullable=False)
+    by_id = version >= FIRST_TOPIC_ID_VERSION
+    for _ in range(r.array_length(min_item_size=16 if by_id else 2)):
+        topic = {"topic_id": r.uuid()} if by_id else {"name": r.string(nullable=False)}
         partitions = []
         for _ in range(r.array_length(min_item_size=5)):
             index = r.int32()
@@ -131,7 +141,7 @@ def decode_produce_request(frame: bytes | bytearray | memoryview, offset: int, v
             r.skip_tagged_fields()
             partitions.append(partition_cls(index=index, records=records))
         r.skip_tagged_fields()
-        topics.append(topic_cls(name=name, partition_data=tuple(partitions)))
+        topics.append(topic_cls(**topic, partition_data=tuple(partitions)))
     r.skip_tagged_fields()
     return request_cls(transactional_id=transactional_id, acks=acks, timeout=timeout,
                        topic_data=tuple(topics))

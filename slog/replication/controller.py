@@ -377,10 +377,12 @@ class Controller:
         if changes:
             self._write([after.to_record() for _, after in changes])
 
-    def alter_reassignments(self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    def alter_reassignments(self, targets: Mapping[tuple[str, int], Sequence[int] | None],
+                            allow_rf_change: bool = True
                             ) -> dict[tuple[str, int], ControllerError | None]:
         """AlterPartitionReassignments: start, replace (a target) or cancel (None)."""
-        changed, outcome = reassignment.alter(self.image, targets, set(self._live_broker_ids()))
+        changed, outcome = reassignment.alter(self.image, targets, set(self._live_broker_ids()),
+                                              allow_rf_change)
         self._write_steps(changed)
         return {key: None if e is None else ControllerError(e.code, str(e))
                 for key, e in outcome.items()}

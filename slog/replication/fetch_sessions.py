@@ -23,6 +23,12 @@ session beats any consumer's, a consumer's beats one with fewer partitions;
 otherwise the fetch is answered without a session (session id 0) and the
 client keeps sending full requests.
 
+From Fetch v13 on, requests name topics by id (KIP-516), and so does the
+session: its keys are (topic id, partition) and the fetch resolves each id
+to the topic that has it now, so a topic deleted and created again under the
+same name is not mistaken for the old one. A session is keyed one way for
+its whole life; a request of the other kind is FETCH_SESSION_TOPIC_ID_ERROR.
+
 A session also watches its partitions (see ``Partition.watch``) so that an
 idle fetch costs nothing per partition: a partition that changes marks itself
 dirty in the session and wakes its parked fetch, and the next incremental
@@ -113,10 +119,10 @@ class FetchSession:
     watermark (and of leadership changes, which every watcher hears of).
     """
 
-    __slots__ = ("_waiter", "dirty", "epoch", "id", "last_fetch_ms", "last_used_ms",
-                 "partitions", "privileged", "wants_log_end")
+    __slots__ = ("_aliases", "_waiter", "by_id", "dirty", "epoch", "id", "last_fetch_ms",
+                 "last_used_ms", "partitions", "privileged", "wants_log_end")
 
-    def __init__(self, privileged: bool, now_ms: float):
+    def __init__(self, privileged: bool, now_ms: float, by_id: bool = False):
         self.id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH  # the epoch the next request must carry
         self.privileged = privileged  # a follower (replica id >= 0)
@@ -128,6 +134,10 @@ class FetchSession:
         # not name are still being fetched (at their cached offsets) as of then.
         self.last_fetch_ms = now_ms
         self._waiter: asyncio.Future[None] | None = None
+        self.by_id = by_id  # keys name topics by id (Fetch v13+)
+        # A watched partition reports changes under its (name, index); the session's
+        # key for it, where the two differ (sessions keyed by topic id).
+        self._aliases: dict[TopicPartition, TopicPartition] = {}
 
     @property
     def size(self) -> int:
@@ -150,16 +160,19 @@ class FetchSession:
     def forget(self, key: TopicPartition) -> None:
         cached = self.partitions.pop(key, None)
         self.dirty.discard(key)
-        if cached is not None and cached.watched is not None:
+        if cached is not None:
+            self._unwatch(cached)
+
+    def _unwatch(self, cached: CachedPartition) -> None:
+        if cached.watched is not None:
             cached.watched.unwatch(self)
+            self._aliases.pop(cached.watched.key, None)
             cached.watched = None
 
     def close(self) -> None:
         """Stop watching every partition (the session is gone)."""
         for cached in self.partitions.values():
-            if cached.watched is not None:
-                cached.watched.unwatch(self)
-                cached.watched = None
+            self._unwatch(cached)
         self.dirty.clear()
         self.partition_changed(None)  # a parked fetch answers now
 
@@ -169,15 +182,16 @@ class FetchSession:
         cached = self.partitions[key]
         if cached.watched is partition:
             return
-        if cached.watched is not None:
-            cached.watched.unwatch(self)
+        self._unwatch(cached)
         cached.watched = partition
         if partition is not None:
             partition.watch(self)
+            if partition.key != key:
+                self._aliases[partition.key] = key
 
     def partition_changed(self, key: TopicPartition | None) -> None:
         if key is not None:
-            self.dirty.add(key)
+            self.dirty.add(self._aliases.get(key, key))
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -222,13 +236,16 @@ class FetchSessionCache:
 
     def open(self, session_id: int, epoch: int, privileged: bool,
              topics: Iterable[tuple[str, Iterable[Any]]],
-             forgotten: Iterable[tuple[str, Iterable[int]]]) -> OpenedSession:
-        """The session a Fetch request runs in (raises SessionError)."""
+             forgotten: Iterable[tuple[str, Iterable[int]]], by_id: bool = False
+             ) -> OpenedSession:
+        """The session a Fetch request runs in (raises SessionError).
+
+        ``by_id``: the request names topics by id (the keys' first halves are ids)."""
         now = self._clock()
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 self.remove(session_id)  # unknown ids are fine: the client starts over
-            fresh = FetchSession(privileged, now)
+            fresh = FetchSession(privileged, now, by_id)
             named = [fresh.add_or_update(topic, p) for topic, parts in topics for p in parts]
             fresh.dirty.update(fresh.partitions)
             if epoch == INITIAL_EPOCH and self._make_room(fresh, now):
@@ -247,6 +264,10 @@ class FetchSessionCache:
         if session.privileged != privileged:
             raise SessionError(ErrorCode.fetch_session_id_not_found,
                                f"fetch session {session_id} belongs to another kind of fetcher")
+        if session.by_id != by_id:
+            raise SessionError(ErrorCode.fetch_session_topic_id_error,
+                               f"fetch session {session_id} names topics "
+                               f"{'by id' if session.by_id else 'by name'}, this request not")
         for topic, indexes in forgotten:
             for index in indexes:
                 session.forget((topic, index))

@@ -135,11 +135,14 @@ def advance(state: PartitionState, live: Collection[int]) -> PartitionState | No
 
 
 def alter(image: MetadataImage, targets: Mapping[PartitionKey, Sequence[int] | None],
-          live: Collection[int]) -> tuple[list[Step], dict[PartitionKey, ReassignmentError | None]]:
+          live: Collection[int], allow_rf_change: bool = True
+          ) -> tuple[list[Step], dict[PartitionKey, ReassignmentError | None]]:
     """AlterPartitionReassignments: the (before, after) changes and each partition's outcome.
 
     A target of None cancels. Partitions are independent: one refusal does
-    not stop the others (as in Kafka).
+    not stop the others (as in Kafka). Without ``allow_rf_change`` (KIP-860,
+    v1) a target with another replica count than the partition had before any
+    reassignment began is refused with INVALID_REPLICATION_FACTOR.
     """
     changed: list[Step] = []
     outcome: dict[PartitionKey, ReassignmentError | None] = {}
@@ -153,7 +156,14 @@ def alter(image: MetadataImage, targets: Mapping[PartitionKey, Sequence[int] | N
             if target is None:
                 new = cancel(state, live)
             else:
-                new = start(state, check_target(target, image.brokers), live)
+                checked = check_target(target, image.brokers)
+                before = len(original_replicas(state))
+                if not allow_rf_change and len(checked) != before:
+                    raise ReassignmentError(
+                        ErrorCode.invalid_replication_factor,
+                        f"{topic}-{number} has {before} replicas and the target "
+                        f"{len(checked)}, and the request does not allow that change")
+                new = start(state, checked, live)
         except ReassignmentError as exc:
             outcome[(topic, number)] = exc
             continue

@@ -235,7 +235,7 @@ def test_null_for_nullable_array_is_answered(shared_broker: BrokerProcess) -> No
 
 
 def test_api_versions_unknown_version_gets_kip511_fallback(shared_broker: BrokerProcess) -> None:
-    for version in (4, 99, 32767):
+    for version in (5, 99, 32767):
         with Wire(shared_broker.bootstrap) as wire:
             wire.send_frame(header(18, version, 1234, flexible=True) + b"\x00\x00\x00")
             frame = wire.read_frame()
@@ -245,7 +245,7 @@ def test_api_versions_unknown_version_gets_kip511_fallback(shared_broker: Broker
             assert correlation_id == 1234
             assert response.error_code == ErrorCode.unsupported_version
             rows = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
-            assert rows[18] == (0, 3)
+            assert rows[18] == (0, 4)
             # The connection stays usable: the client retries with a version it was told.
             answer = wire.request(18, 3, {"client_software_name": "t",
                                           "client_software_version": "1"})
@@ -258,7 +258,7 @@ def test_api_versions_unknown_version_gets_kip511_fallback(shared_broker: Broker
     (34, 1, False),  # AlterReplicaLogDirs: a Kafka API slog does not implement
     (ApiKey.METADATA, 99, True),  # versions beyond the advertised range
     (ApiKey.PRODUCE, 2, False),  # below the minimum (Kafka 4 removed v0-2)
-    (ApiKey.FETCH, 13, True),
+    (ApiKey.FETCH, 18, True),
 ])
 def test_unsupported_api_or_version_closes_connection(shared_broker: BrokerProcess, api_key: int,
                                                       version: int, flexible: bool) -> None:

@@ -154,6 +154,26 @@ def test_request_checks_use_kafka_error_codes() -> None:
     assert denial(ApiKey.CREATE_TOPICS, create, check, lambda: False) is None
 
 
+def test_topics_named_by_id_are_checked_under_their_names() -> None:
+    """Produce v13 and Fetch v13+ name topics by id: the check is on the topic's name;
+    an id no topic has is left to the handler (UNKNOWN_TOPIC_ID)."""
+    allowed = {(Operation.WRITE, T, "orders"), (Operation.READ, T, "orders")}
+
+    def check(op: Operation, kind: ResourceType, name: str) -> bool:
+        return (op, kind, name) in allowed
+
+    names = {"id-orders": "orders", "id-payments": "payments"}
+    produce = _request(topic_data=[_request(topic_id="id-orders")])
+    assert denial(ApiKey.PRODUCE, produce, check, lambda: False, names.get) is None
+    produce.topic_data.append(_request(topic_id="id-nowhere"))
+    assert denial(ApiKey.PRODUCE, produce, check, lambda: False, names.get) is None
+    produce.topic_data.append(_request(topic_id="id-payments"))
+    assert denial(ApiKey.PRODUCE, produce, check, lambda: False, names.get) == TOPIC_DENIED
+    fetch = _request(replica_state=_request(replica_id=-1),
+                     topics=[_request(topic_id="id-payments")])
+    assert denial(ApiKey.FETCH, fetch, check, lambda: False, names.get) == TOPIC_DENIED
+
+
 def test_describe_log_dirs_needs_describe_on_the_cluster() -> None:
     allowed: set[tuple[Operation, ResourceType, str]] = set()
 

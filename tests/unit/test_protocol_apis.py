@@ -21,11 +21,11 @@ from tests.unit.test_protocol_compat import KP
 
 EXPECTED = {
     "AlterPartition": (2, 2),
-    "ApiVersions": (0, 3),
-    "Metadata": (0, 12),
-    "Produce": (3, 9),
-    "Fetch": (4, 12),
-    "ListOffsets": (1, 7),
+    "ApiVersions": (0, 4),
+    "Metadata": (0, 13),
+    "Produce": (3, 13),
+    "Fetch": (4, 17),
+    "ListOffsets": (1, 10),
     "InitProducerId": (0, 4),
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
@@ -34,7 +34,7 @@ EXPECTED = {
     "DescribeConfigs": (1, 4),
     "AlterConfigs": (0, 2),
     "IncrementalAlterConfigs": (0, 1),
-    "FindCoordinator": (0, 4),
+    "FindCoordinator": (0, 6),
     "JoinGroup": (0, 9),
     "SyncGroup": (0, 5),
     "Heartbeat": (0, 4),
@@ -48,7 +48,7 @@ EXPECTED = {
     "DescribeClientQuotas": (0, 1),
     "AlterClientQuotas": (0, 1),
     "ElectLeaders": (0, 2),
-    "AlterPartitionReassignments": (0, 0),
+    "AlterPartitionReassignments": (0, 1),
     "ListPartitionReassignments": (0, 0),
     "OffsetForLeaderEpoch": (2, 4),  # kio has no v0/v1 (Kafka 4 removed them)
     "SaslHandshake": (0, 1),
@@ -56,10 +56,11 @@ EXPECTED = {
     "DescribeAcls": (1, 3),  # kio has no v0 (Kafka 4 removed it)
     "CreateAcls": (1, 3),
     "DeleteAcls": (1, 3),
-    "DescribeCluster": (0, 1),
+    "DescribeCluster": (0, 2),
     "DescribeUserScramCredentials": (0, 0),
     "AlterUserScramCredentials": (0, 0),
-    "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
+    "DescribeLogDirs": (1, 5),  # kio has no v0 (Kafka 4 removed it)
+    "DescribeTopicPartitions": (0, 0),
     "Envelope": (0, 0),  # inter-broker only: never advertised (see slog.broker.forwarding)
 }
 
@@ -99,7 +100,7 @@ def test_api_versions_table_filters_and_always_has_api_versions() -> None:
     table = api_versions_table([ApiKey.PRODUCE, ApiKey.FETCH, 9999])
     assert [s.api_key for s in table] == [0, 1, 18]
     assert api_versions_table([]) == (API_BY_KEY[18],)
-    assert API_BY_KEY[1].supports(12) and not API_BY_KEY[1].supports(13)
+    assert API_BY_KEY[1].supports(17) and not API_BY_KEY[1].supports(18)
 
 
 def test_header_versions_agree_with_kafka_python() -> None:

@@ -1,9 +1,10 @@
-"""The hand-written FetchResponse encoder must match kio byte for byte (v4..v12)."""
+"""The hand-written FetchResponse encoder must match kio byte for byte (v4..v17)."""
 
 from __future__ import annotations
 
 import datetime
 import itertools
+import uuid
 from dataclasses import fields
 from typing import Any
 
@@ -21,6 +22,7 @@ from slog.protocol import (
     encode_response,
     response_class,
 )
+from slog.protocol.fetch_encoding import MAX_FETCH_VERSION, NodeEndpoint
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
@@ -61,6 +63,14 @@ TOPICS = st.lists(
     st.builds(FetchTopicResult, st.text(max_size=20), st.lists(partitions(), max_size=3)),
     max_size=3,
 )
+# v13+: topics by id (never the zero id, which kio reads back as None).
+TOPICS_BY_ID = st.lists(
+    st.builds(FetchTopicResult, st.uuids().filter(lambda u: u.int != 0).map(str),
+              st.lists(partitions(), max_size=3)),
+    max_size=3,
+)
+NODES = st.lists(st.builds(NodeEndpoint, INT32, st.text(max_size=12), INT32,
+                           st.none() | st.text(max_size=6)), max_size=3)
 
 
 def _fill(cls: type, **values: Any) -> Any:
@@ -73,7 +83,8 @@ def _field_type(cls: type, name: str) -> Any:
 
 
 def _kio_fetch(
-    version: int, throttle: int, error: ErrorCode, session: int, topics: list[FetchTopicResult]
+    version: int, throttle: int, error: ErrorCode, session: int, topics: list[FetchTopicResult],
+    nodes: list[NodeEndpoint],
 ) -> Any:
     """The same content as a kio FetchResponse entity."""
     cls = response_class(1, version)
@@ -104,14 +115,19 @@ def _kio_fetch(
             )
         return out
 
+    node_cls = _field_type(cls, "node_endpoints").__args__[0] if version >= 16 else None
     return _fill(
         cls,
         throttle_time=datetime.timedelta(milliseconds=throttle),
         error_code=error,
         session_id=session,
+        node_endpoints=tuple(node_cls(node_id=n.node_id, host=n.host, port=n.port, rack=n.rack)
+                             for n in nodes) if node_cls else (),
         responses=tuple(
-            topic_cls(
+            _fill(
+                topic_cls,
                 topic=t.topic,
+                topic_id=uuid.UUID(t.topic) if version >= 13 else None,
                 partitions=tuple(
                     _fill(
                         part_cls,
@@ -138,14 +154,14 @@ def _kio_fetch(
     )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=900, deadline=None)
 @given(
-    version=st.integers(4, 12),
+    version=st.integers(4, MAX_FETCH_VERSION),
     correlation_id=INT32,
     throttle=st.integers(0, 2**31 - 1),
     error=ERRORS,
     session=INT32,
-    topics=TOPICS,
+    data=st.data(),
 )
 def test_fast_path_matches_kio(
     version: int,
@@ -153,12 +169,14 @@ def test_fast_path_matches_kio(
     throttle: int,
     error: ErrorCode,
     session: int,
-    topics: list[FetchTopicResult],
+    data: st.DataObject,
 ) -> None:
+    topics = data.draw(TOPICS_BY_ID if version >= 13 else TOPICS)
+    nodes = data.draw(NODES) if version >= 16 else []
     header = RequestHeader(1, version, correlation_id, None, 2 if version >= 12 else 1)
-    parts = encode_fetch_response(header, version, throttle, error, session, topics)
+    parts = encode_fetch_response(header, version, throttle, error, session, topics, nodes)
     fast = b"".join(bytes(p) for p in parts)
-    entity = _kio_fetch(version, throttle, error, session, topics)
+    entity = _kio_fetch(version, throttle, error, session, topics, nodes)
     assert fast == encode_response(header, entity)
 
     # The record views travel through unchanged (same objects, no copies).
@@ -183,7 +201,7 @@ def test_records_size_hint_is_used() -> None:
     assert p.size_of_records() == 6
 
 
-@pytest.mark.parametrize("version", [3, 13])
+@pytest.mark.parametrize("version", [3, MAX_FETCH_VERSION + 1])
 def test_out_of_range_versions_rejected(version: int) -> None:
     with pytest.raises(ValueError):
         encode_fetch_response(RequestHeader(1, version, 1, None, 1), version, 0, 0, 0, [])

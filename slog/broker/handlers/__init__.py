@@ -18,12 +18,13 @@ from slog.broker.handlers import (
     replication,
     sasl,
     scram,
+    topic_partitions,
 )
 
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls, scram, records, quotas):
+                   log_dirs, sasl, acls, scram, records, quotas, topic_partitions):
         handlers.update(module.HANDLERS)
     return handlers

@@ -107,8 +107,7 @@ async def delete_topics(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 def _name_for_id(ctx: RequestContext, topic_id: Any) -> str | None:
-    wanted = str(topic_id)
-    return next((t.name for t in ctx.broker.image.topics.values() if t.topic_id == wanted), None)
+    return ctx.broker.image.topic_name(topic_id)
 
 
 async def create_partitions(ctx: RequestContext, request: Any) -> dict[str, Any]:

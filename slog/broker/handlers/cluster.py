@@ -40,15 +40,19 @@ async def api_versions(ctx: RequestContext, request: Any) -> dict[str, Any]:
     }
 
 
-def broker_list(image: MetadataImage, listener: str | None = None) -> list[dict[str, Any]]:
+def broker_list(image: MetadataImage, listener: str | None = None,
+                include_fenced: bool = False) -> list[dict[str, Any]]:
     """The live brokers as a client of ``listener`` reaches them (Kafka's rule: the
-    endpoints of the listener the request arrived on; brokers without it are left out)."""
+    endpoints of the listener the request arrived on; brokers without it are left out),
+    and the fenced ones too if asked (DescribeCluster v2, KIP-1073)."""
+    brokers = image.brokers.values() if include_fenced else image.live_brokers()
     entries = []
-    for b in sorted(image.live_brokers(), key=lambda b: b.broker_id):
+    for b in sorted(brokers, key=lambda b: b.broker_id):
         address = b.endpoint(listener)
         if address is not None:
             entries.append({"node_id": b.broker_id, "broker_id": b.broker_id,
-                            "host": address[0], "port": address[1], "rack": b.rack})
+                            "host": address[0], "port": address[1], "rack": b.rack,
+                            "is_fenced": b.fenced})
     return entries
 
 
@@ -56,7 +60,7 @@ def listener_of(ctx: RequestContext) -> str | None:
     return ctx.session.listener if ctx.session is not None else None
 
 
-def _partition_entry(state: PartitionState, live: frozenset[int]) -> dict[str, Any]:
+def partition_entry(state: PartitionState, live: frozenset[int]) -> dict[str, Any]:
     return {
         "error_code": LEADER_NOT_AVAILABLE if state.is_offline else NONE,
         "partition_index": state.partition,
@@ -81,7 +85,7 @@ def topic_entry(image: MetadataImage, name: str,
         "name": name,
         "topic_id": topic.topic_id,
         "is_internal": name in INTERNAL_TOPICS,
-        "partitions": [_partition_entry(p, live) for _, p in sorted(topic.partitions.items())],
+        "partitions": [partition_entry(p, live) for _, p in sorted(topic.partitions.items())],
     }
 
 
@@ -165,6 +169,7 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "cluster_id": broker.cluster_id,
         "controller_id": image.controller_id,
         "topics": topics,
+        "error_code": NONE,  # v13: a top-level error (Kafka's REBOOTSTRAP_REQUIRED); none here
         # v8-10 only (v11 dropped it for DescribeCluster).
         "cluster_authorized_operations": cluster_operations(
             ctx, getattr(request, "include_cluster_authorized_operations", False)),
@@ -180,7 +185,8 @@ async def describe_cluster(ctx: RequestContext, request: Any) -> dict[str, Any]:
         "endpoint_type": 1,
         "cluster_id": ctx.broker.cluster_id,
         "controller_id": image.controller_id,
-        "brokers": broker_list(image, listener_of(ctx)),
+        "brokers": broker_list(image, listener_of(ctx),
+                               getattr(request, "include_fenced_brokers", False)),
         "cluster_authorized_operations": cluster_operations(
             ctx, request.include_cluster_authorized_operations),
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from slog.broker.dispatcher import CLOSE_CONNECTION, NO_RESPONSE, RequestContext
@@ -19,6 +20,10 @@ from slog.replication.partition import Partition, ReplicaError
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+# Tiered storage's specs (ListOffsets v8, KIP-405; v9, KIP-1005). slog keeps every
+# segment local, so the earliest local offset is the log start and nothing is tiered.
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 CORRUPT_MESSAGE = ErrorCode.corrupt_message
 INVALID_RECORD = ErrorCode.invalid_record
 
@@ -112,29 +117,76 @@ async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
     await asyncio.gather(*(one(*commit) for commit in commits))
 
 
+def _refused(index: int, error: ErrorCode) -> dict[str, Any]:
+    return {"index": index, "base_offset": -1, "log_append_time": -1, "log_start_offset": -1,
+            "error_code": error}
+
+
 async def produce(ctx: RequestContext, request: Any) -> Any:
     ctx.broker.poll_metadata_if_stale()  # never append as a leader deposed during a stall
     acks = request.acks
-    responses = []
+    image = ctx.broker.image
+    responses: list[dict[str, Any]] = []
+    named: list[tuple[str | None, list[dict[str, Any]]]] = []
     commits: list[Commit] = []
     for topic in request.topic_data:
+        # v13 names topics by id (KIP-516); an id no topic has is UNKNOWN_TOPIC_ID.
+        topic_id = getattr(topic, "topic_id", None)
+        name = topic.name if topic_id is None and hasattr(topic, "name") \
+            else image.topic_name(topic_id)
         partitions = []
         for data in topic.partition_data:
-            if acks not in (0, 1, -1):
-                partitions.append({"index": data.index, "base_offset": -1,
-                                   "log_append_time": -1, "log_start_offset": -1,
-                                   "error_code": ErrorCode.invalid_required_acks})
-                continue
-            partitions.append(_append(ctx, topic.name, data.index, data.records, acks, commits))
-        responses.append({"name": topic.name, "partition_responses": partitions})
+            if name is None:
+                partitions.append(_refused(data.index, ErrorCode.unknown_topic_id))
+            elif acks not in (0, 1, -1):
+                partitions.append(_refused(data.index, ErrorCode.invalid_required_acks))
+            else:
+                partitions.append(_append(ctx, name, data.index, data.records, acks, commits))
+        named.append((name, partitions))
+        responses.append({"name": name, "topic_id": topic_id, "partition_responses": partitions})
     if commits:
         await _await_commits(commits, millis(request.timeout) / 1000)
     if acks == 0:
         # An acks=0 producer reads no response, so Kafka reports a failed
         # partition by closing the connection (the client then refreshes metadata).
-        failed = any(p["error_code"] != NONE for t in responses for p in t["partition_responses"])
+        failed = any(p["error_code"] != NONE for _, partitions in named for p in partitions)
         return CLOSE_CONNECTION if failed else NO_RESPONSE
-    return {"responses": responses, "throttle_time": 0}
+    endpoints = leader_hints(ctx, named, "index")
+    return {"responses": responses, "throttle_time": 0, "node_endpoints": endpoints}
+
+
+# KIP-951: errors after which the client's metadata names the wrong leader.
+_STALE_LEADER_ERRORS = frozenset({ErrorCode.not_leader_or_follower,
+                                  ErrorCode.fenced_leader_epoch})
+
+
+def leader_hints(ctx: RequestContext, topics: Iterable[tuple[str | None, list[dict[str, Any]]]],
+                 index_key: str) -> list[dict[str, Any]]:
+    """KIP-951 (Produce v10+, Fetch v16+): a partition answered NOT_LEADER_OR_FOLLOWER
+    (or, in Fetch, FENCED_LEADER_EPOCH) gets ``current_leader`` (id and epoch, as this
+    broker's metadata has them) and the answer the leaders' endpoints, so the client
+    moves without a Metadata round trip. Returns those endpoints; older versions drop
+    both fields when the response is shaped."""
+    image = ctx.broker.image
+    leaders: set[int] = set()
+    for name, partitions in topics:
+        for result in partitions:
+            if result.get("error_code") not in _STALE_LEADER_ERRORS or name is None:
+                continue
+            state = image.partition(name, result[index_key])
+            if state is not None and state.leader >= 0:
+                result["current_leader"] = {"leader_id": state.leader,
+                                            "leader_epoch": state.leader_epoch}
+                leaders.add(state.leader)
+    listener = ctx.session.listener if ctx.session is not None else None
+    endpoints = []
+    for broker_id in sorted(leaders):
+        broker = image.brokers.get(broker_id)
+        address = broker.endpoint(listener) if broker is not None else None
+        if broker is not None and address is not None:
+            endpoints.append({"node_id": broker_id, "host": address[0], "port": address[1],
+                              "rack": broker.rack})
+    return endpoints
 
 
 # -- Fetch --------------------------------------------------------------------------
@@ -166,8 +218,10 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
         return result
     plog = partition.log
     ts = request.timestamp
-    if ts == EARLIEST_TIMESTAMP:
+    if ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
         result["offset"] = plog.log_start_offset
+    elif ts == LATEST_TIERED_TIMESTAMP:
+        pass  # no tiered offset: -1 with no error, as Kafka without remote storage
     elif ts == LATEST_TIMESTAMP:
         # Replicas and debugging tools (replica id -2, as in Kafka) see the LEO.
         result["offset"] = plog.log_end_offset if replica_id != -1 else partition.high_watermark

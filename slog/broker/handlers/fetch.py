@@ -12,24 +12,31 @@ have something to say (records, an error, a moved high watermark or log
 start, a preferred read replica). A partition that still has something to say
 after an answer (it returned records or an error, or more is readable) stays
 marked, so the next fetch reads it again.
+
+From v13 on topics are named by id, and so are the session's keys; each read
+resolves the id to the topic that has it now (UNKNOWN_TOPIC_ID if none).
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
+from slog.broker.access import replica_id_of
 from slog.broker.dispatcher import Encoded, RequestContext
-from slog.broker.handlers.common import NONE, UNKNOWN_TOPIC
-from slog.broker.handlers.data import check_leader_epoch
+from slog.broker.handlers.common import NONE
+from slog.broker.handlers.data import check_leader_epoch, leader_hints
 from slog.broker.quotas import quota_user
 from slog.core.errors import OffsetOutOfRangeError
 from slog.core.quotas import CONSUMER_BYTE_RATE
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.fetch_encoding import (
+    FIRST_TOPIC_ID_VERSION,
     FetchPartitionResult,
     FetchTopicResult,
+    NodeEndpoint,
     encode_fetch_response,
 )
 from slog.protocol.shapes import millis
@@ -49,6 +56,7 @@ from slog.replication.replica_selector import (
 )
 
 FETCH_FROM_FOLLOWER_VERSION = 11  # KIP-392: rack_id and preferred_read_replica
+NO_TOPIC_ID = uuid.UUID(int=0)  # kio reads the all-zero id as None
 
 
 class _Read:
@@ -70,7 +78,7 @@ class FetchRequestState:
     def __init__(self, ctx: RequestContext, request: Any, session: FetchSession):
         self.ctx = ctx
         self.session = session
-        self.follower = request.replica_id
+        self.follower = replica_id_of(request)
         self.budget = request.max_bytes if ctx.version >= 3 else 2**31 - 1
         # A consumer under a byte-rate quota: its user and client id, and at most one
         # sample's worth of its quota per response (slog.broker.quotas).
@@ -108,11 +116,13 @@ class FetchRequestState:
     def _read_one(self, key: TopicPartition, cached: CachedPartition, budget: int,
                   previous: _Read | None, min_one: bool) -> _Read:
         ctx = self.ctx
-        partition = ctx.broker.replicas.get(*key)
+        # A session keyed by topic id (v13+) reads whichever topic has the id now.
+        name = ctx.broker.image.topic_name(key[0]) if self.session.by_id else key[0]
+        partition = ctx.broker.replicas.get(name, key[1]) if name is not None else None
         self.session.watch(key, partition)
         result = FetchPartitionResult(partition_index=key[1])
         if partition is None:
-            result.error_code = UNKNOWN_TOPIC
+            result.error_code = _missing_replica_error(ctx, name, key[1])
             return _Read(result, answer_now=True, has_more=True)
         result.high_watermark = partition.high_watermark
         result.last_stable_offset = partition.high_watermark
@@ -194,6 +204,17 @@ class FetchRequestState:
         return [FetchTopicResult(topic=t, partitions=parts) for t, parts in by_topic.items()]
 
 
+def _missing_replica_error(ctx: RequestContext, name: str | None, index: int) -> ErrorCode:
+    """No replica here: an unknown topic id, a partition that exists elsewhere (NOT_LEADER,
+    so the client looks for its leader, as Kafka answers), or one that does not exist."""
+    if name is None:
+        return ErrorCode.unknown_topic_id
+    topic = ctx.broker.image.topics.get(name)
+    if topic is not None and index in topic.partitions:
+        return ErrorCode.not_leader_or_follower
+    return ErrorCode.unknown_topic_or_partition
+
+
 def _why_follower_cannot_serve(ctx: RequestContext, partition: Partition, follower: int
                                ) -> ErrorCode:
     """KIP-392: a follower serves consumers that fetch with v11+ (they know to expect it),
@@ -227,7 +248,39 @@ def _encode(ctx: RequestContext, error: int, session_id: int,
             topics: list[FetchTopicResult], throttle_ms: int = 0) -> Encoded:
     return Encoded(encode_fetch_response(ctx.header, ctx.version, throttle_ms=throttle_ms,
                                          error_code=error, session_id=session_id,
-                                         topics=topics))
+                                         topics=topics, node_endpoints=_leader_hints(ctx, topics)))
+
+
+def _leader_hints(ctx: RequestContext, topics: list[FetchTopicResult]) -> list[NodeEndpoint]:
+    """KIP-951 (v16+; the encoder writes neither before): partitions answered
+    NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH name the current leader."""
+    if ctx.version < 16:
+        return []
+    stale = [t for t in topics
+             if any(p.error_code in _STALE_LEADER for p in t.partitions)]
+    if not stale:
+        return []
+    image = ctx.broker.image
+    by_name: list[tuple[str | None, list[dict[str, Any]]]] = []
+    rows: list[tuple[FetchPartitionResult, dict[str, Any]]] = []
+    for t in stale:
+        name = image.topic_name(t.topic)  # v16: topics by id
+        entries = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {"partition_index": p.partition_index,
+                                     "error_code": p.error_code}
+            entries.append(entry)
+            rows.append((p, entry))
+        by_name.append((name, entries))
+    endpoints = leader_hints(ctx, by_name, "partition_index")
+    for p, entry in rows:
+        leader = entry.get("current_leader")
+        if leader is not None:
+            p.current_leader = (leader["leader_id"], leader["leader_epoch"])
+    return [NodeEndpoint(e["node_id"], e["host"], e["port"], e["rack"]) for e in endpoints]
+
+
+_STALE_LEADER = (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch)
 
 
 def _bandwidth_throttle_ms(state: FetchRequestState) -> int:
@@ -248,16 +301,24 @@ def _bandwidth_throttle_ms(state: FetchRequestState) -> int:
     return throttle_ms
 
 
+def _topic_key(topic: Any, by_id: bool) -> str:
+    """How a session names a request's topic: its name, or (v13+) its id's text."""
+    return str(topic.topic_id or NO_TOPIC_ID) if by_id else topic.topic
+
+
 async def fetch(ctx: RequestContext, request: Any) -> Encoded:
     deadline = time.monotonic() + millis(request.max_wait) / 1000
     sessions = ctx.broker.replicas.fetch_sessions
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     try:
         opened = sessions.open(
             getattr(request, "session_id", INVALID_SESSION_ID),
             getattr(request, "session_epoch", FINAL_EPOCH),  # before v7: no sessions
-            request.replica_id >= 0,
-            ((t.topic, t.partitions) for t in request.topics),
-            ((f.topic, f.partitions) for f in getattr(request, "forgotten_topics_data", ())))
+            replica_id_of(request) >= 0,
+            ((_topic_key(t, by_id), t.partitions) for t in request.topics),
+            ((_topic_key(f, by_id), f.partitions)
+             for f in getattr(request, "forgotten_topics_data", ())),
+            by_id)
     except SessionError as exc:
         # The client starts over with a full fetch.
         return _encode(ctx, exc.code, INVALID_SESSION_ID, [])

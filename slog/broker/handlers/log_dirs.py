@@ -60,6 +60,7 @@ async def describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any]
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
             "total_bytes": total,
             "usable_bytes": usable,
+            "is_cordoned": False,  # v5 (KIP-1066): slog never cordons its log dir
         }],
     }
 

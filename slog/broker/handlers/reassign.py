@@ -19,12 +19,15 @@ from slog.replication.reassignment import in_progress
 
 async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
     controller = ctx.broker.controller
+    # v1 (KIP-860): the client may forbid replication factor changes; echoed back.
+    allow_rf_change = getattr(request, "allow_replication_factor_change", True)
     if controller is None:
         return {"throttle_time": 0, "error_code": NOT_CONTROLLER,
-                "error_message": "this broker is not the controller", "responses": []}
+                "error_message": "this broker is not the controller", "responses": [],
+                "allow_replication_factor_change": allow_rf_change}
     targets = {(t.name, p.partition_index): None if p.replicas is None else list(p.replicas)
                for t in request.topics for p in t.partitions}
-    outcome = controller.alter_reassignments(targets)
+    outcome = controller.alter_reassignments(targets, allow_rf_change)
     responses = []
     for topic in request.topics:
         results = []
@@ -35,7 +38,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request: Any) -> di
                             "error_message": str(error) if error else None})
         responses.append({"name": topic.name, "partitions": results})
     return {"throttle_time": 0, "error_code": NONE, "error_message": None,
-            "responses": responses}
+            "responses": responses, "allow_replication_factor_change": allow_rf_change}
 
 
 async def list_partition_reassignments(ctx: RequestContext, request: Any) -> dict[str, Any]:
