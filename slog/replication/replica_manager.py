@@ -13,12 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
+from slog.core.checkpoint import write_atomically
 from slog.core.config import BrokerConfig
 from slog.core.due import WakingDueSchedule
 from slog.core.log import PartitionLog
@@ -65,15 +64,12 @@ def read_topic_id(directory: Path) -> str | None:
     return found.get("topic_id") or None
 
 
-def write_topic_id(directory: Path, *, topic_id: str) -> None:
-    """Written once per new log, atomically but without an fsync (a topic with
-    thousands of partitions would wait for as many): a file lost in a crash only
-    means that log is adopted by the next topic of its name, as before."""
-    temp = directory / (PARTITION_METADATA + TEMP_SUFFIX)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"version: 0\ntopic_id: {topic_id}\n")
-    os.replace(temp, directory / PARTITION_METADATA)
+def write_topic_id(directory: Path, *, topic_id: str, sync_dir: bool = True) -> None:
+    """Written once per new log, durably (a power cut left it empty, and the log
+    then adopted by the next topic of its name). ``sync_dir=False``: bulk creation
+    fsyncs each new directory once, after all its files exist."""
+    write_atomically(directory / PARTITION_METADATA,
+                     f"version: 0\ntopic_id: {topic_id}\n".encode(), sync_dir=sync_dir)
 
 
 def _monotonic_ms() -> float:
@@ -215,7 +211,8 @@ class ReplicaManager:
         for key, state in states.items():
             epoch = state.leader_epoch if state.leader == self.broker_id else None
             specs[key] = NewLog(self.log_config_for(key[0]), epoch,
-                                functools.partial(write_topic_id, topic_id=topic_ids[key]))
+                                functools.partial(write_topic_id, topic_id=topic_ids[key],
+                                                  sync_dir=False))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
