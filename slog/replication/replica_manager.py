@@ -64,12 +64,16 @@ def read_topic_id(directory: Path) -> str | None:
     return found.get("topic_id") or None
 
 
-def write_topic_id(directory: Path, *, topic_id: str, sync_dir: bool = True) -> None:
-    """Written once per new log, durably (a power cut left it empty, and the log
-    then adopted by the next topic of its name). ``sync_dir=False``: bulk creation
-    fsyncs each new directory once, after all its files exist."""
-    write_atomically(directory / PARTITION_METADATA,
-                     f"version: 0\ntopic_id: {topic_id}\n".encode(), sync_dir=sync_dir)
+def write_topic_id(directory: Path, *, topic_id: str, durable: bool = True) -> None:
+    """Written once per new log, durably: a power cut left it empty, and the log was
+    then adopted by the next topic of its name. ``durable=False``: into a new log
+    directory whose creator makes the whole file system durable afterwards (bulk
+    creation, ``LogManager.create_logs``)."""
+    path, text = directory / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}\n"
+    if durable:
+        write_atomically(path, text.encode())
+    else:
+        path.write_text(text)
 
 
 def _monotonic_ms() -> float:
@@ -212,7 +216,7 @@ class ReplicaManager:
             epoch = state.leader_epoch if state.leader == self.broker_id else None
             specs[key] = NewLog(self.log_config_for(key[0]), epoch,
                                 functools.partial(write_topic_id, topic_id=topic_ids[key],
-                                                  sync_dir=False))
+                                                  durable=False))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
