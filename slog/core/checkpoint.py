@@ -7,12 +7,10 @@ over the target, and the directory is fsynced so the rename itself is durable.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from slog.core.errors import SlogError, StorageError
@@ -30,37 +28,6 @@ def fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def sync_filesystem(path: Path) -> None:
-    """Make everything written on ``path``'s file system durable (``syncfs``).
-
-    For bulk creation: thousands of new files and directories cost one journal
-    commit instead of an fsync each (which stalled every other writer on the file
-    system, heartbeats included, for seconds). Falls back to ``sync`` where the C
-    library has no ``syncfs``.
-    """
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if _SYNCFS is None:
-            os.sync()
-        elif _SYNCFS(fd) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, os.strerror(error), str(path))
-    finally:
-        os.close(fd)
-
-
-def _load_syncfs() -> Callable[[int], int] | None:
-    name = ctypes.util.find_library("c")
-    try:
-        function: Callable[[int], int] = ctypes.CDLL(name, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-    return function
-
-
-_SYNCFS = _load_syncfs()
 
 
 def write_atomically(path: Path, data: bytes, *, unique_temp: bool = False) -> None:

@@ -216,8 +216,8 @@ class PartitionLog:
     ) -> PartitionLog:
         """A new empty log in the new, empty ``directory``, written without any fsync.
 
-        For bulk creation: the caller makes all new logs durable at once, after
-        all their files exist (``LogManager.create_logs``). A new leader's first epoch (``leader_epoch``, at offset
+        For bulk creation: the caller fsyncs each new directory once, after all
+        its files exist. A new leader's first epoch (``leader_epoch``, at offset
         0) is kept in memory and written with the log's next flush of data;
         until then an empty log has nothing a rebuild could get wrong.
         """

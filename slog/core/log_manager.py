@@ -24,12 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from slog.core.checkpoint import (
-    OffsetCheckpointFile,
-    fsync_dir,
-    sync_filesystem,
-    write_atomically,
-)
+from slog.core.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
 from slog.core.due import DueSchedule
 from slog.core.errors import InvalidTopicError, StorageError
 from slog.core.log import PartitionLog
@@ -189,8 +184,8 @@ class LogManager:
         """Create many new, empty logs at once; returns those it created.
 
         Meant for a worker thread: a topic of thousands of partitions costs one
-        ``syncfs`` for every new directory, file and name, not several fsyncs per
-        log (each a journal commit that stalled every writer of the file system). Logs already open,
+        fsync per new log directory (its files' names) plus one of ``logs_dir``
+        (the directories' names), not several fsyncs per file. Logs already open,
         or whose directory exists on disk (a crash mid-creation), are left out:
         :meth:`get_or_create` opens and recovers those the ordinary way.
         """
@@ -209,9 +204,10 @@ class LogManager:
                 created[key] = log
                 if spec.prepare is not None:
                     spec.prepare(path)
+            for log in created.values():
+                fsync_dir(log.directory)
             if created:
-                # The new directories, their files and the names in logs_dir, in one.
-                sync_filesystem(self.logs_dir)
+                fsync_dir(self.logs_dir)
         except (OSError, StorageError) as exc:
             for log in created.values():
                 log.close()

@@ -91,8 +91,11 @@ class LogSyncer:
         try:
             durable = future.result()
         except (SlogError, OSError) as exc:
-            SYNC_STATS.failures += 1
-            log.error("%s: fsync failed: %s", self._log.directory.name, exc)
+            if self._log.closed:  # deleted or moved away meanwhile: nothing is wrong
+                log.debug("%s: closed before its fsync: %s", self._log.directory.name, exc)
+            else:
+                SYNC_STATS.failures += 1
+                log.error("%s: fsync failed: %s", self._log.directory.name, exc)
             error = exc if isinstance(exc, StorageError) else StorageError(str(exc))
             for waiter in self._state.failed():
                 _fail(waiter, error)

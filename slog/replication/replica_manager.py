@@ -55,25 +55,40 @@ PARTITION_METADATA = "partition.metadata"
 
 
 def read_topic_id(directory: Path) -> str | None:
-    """The topic id a log directory belongs to, or None if it does not say."""
+    """The topic id a log directory belongs to, or None if it does not say.
+
+    Only a whole file counts: one cut short by a power loss (written without an
+    fsync by bulk creation) is "does not say", never a shorter, different id,
+    which would get the log deleted as a deleted topic's.
+    """
     try:
-        lines = (directory / PARTITION_METADATA).read_text().splitlines()
+        text = (directory / PARTITION_METADATA).read_text()
     except (FileNotFoundError, UnicodeDecodeError):
         return None
-    found = dict(line.split(": ", 1) for line in lines if ": " in line)
-    return found.get("topic_id") or None
+    found = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    topic_id = found.get("topic_id", "")
+    if not topic_id or text != _topic_id_file(topic_id):
+        return None  # empty or cut short (the file ends with the id's newline)
+    return topic_id
+
+
+def _topic_id_file(topic_id: str) -> str:
+    return f"version: 0\ntopic_id: {topic_id}\n"
 
 
 def write_topic_id(directory: Path, *, topic_id: str, durable: bool = True) -> None:
-    """Written once per new log, durably: a power cut left it empty, and the log was
-    then adopted by the next topic of its name. ``durable=False``: into a new log
-    directory whose creator makes the whole file system durable afterwards (bulk
-    creation, ``LogManager.create_logs``)."""
-    path, text = directory / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}\n"
+    """Written once per new log; durably (temp, fsync, rename, fsync dir) unless
+    ``durable=False``. Bulk creation passes that: an fsync per file of a topic of
+    thousands of partitions was a journal commit each, which stalled heartbeats
+    long enough to fence a busy broker. Then a power cut may leave the file
+    empty or cut short: :func:`read_topic_id` says "unknown" and the log is kept
+    for the topic of its name, which is right after a power loss, since every
+    broker went down with it and no topic could be deleted and re-created."""
+    path = directory / PARTITION_METADATA
     if durable:
-        write_atomically(path, text.encode())
+        write_atomically(path, _topic_id_file(topic_id).encode())
     else:
-        path.write_text(text)
+        path.write_text(_topic_id_file(topic_id))
 
 
 def _monotonic_ms() -> float:
