@@ -13,11 +13,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from slog.core.checkpoint import write_atomically
+from slog.core.checkpoint import FILE_MODE, write_atomically
 from slog.core.config import BrokerConfig
 from slog.core.due import WakingDueSchedule
 from slog.core.log import PartitionLog
@@ -88,7 +89,9 @@ def write_topic_id(directory: Path, *, topic_id: str, durable: bool = True) -> N
     if durable:
         write_atomically(path, _topic_id_file(topic_id).encode())
     else:
-        path.write_text(_topic_id_file(topic_id))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w") as out:
+            out.write(_topic_id_file(topic_id))
 
 
 def _monotonic_ms() -> float:
