@@ -28,6 +28,7 @@ its high watermark and acks=all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -245,9 +246,12 @@ class ReplicaFetcher:
             *(p.wait_durable(p.log.log_end_offset) for p in appended), return_exceptions=True)
         for partition, result in zip(appended, results, strict=True):
             if isinstance(result, StorageError):
-                # A disk refusing fsyncs (Kafka would take the log dir offline). Back
-                # off; the next append asks for a sync again.
+                # Never report what is not on disk: drop what did not sync, fetch it
+                # again (a disk refusing fsyncs: Kafka would take the log dir offline).
                 log.error("%s-%d: %s", partition.topic, partition.partition, result)
+                with contextlib.suppress(StorageError):  # closed, or the disk again
+                    partition.truncate_to(partition.durable_end)
+                self._changed(partition.key)
                 await asyncio.sleep(BACKOFF_S)
             elif isinstance(result, BaseException):
                 raise result
