@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -56,3 +59,27 @@ def wait_until(condition: Callable[[], object], deadline: Deadline, what: str,
             deadline.left()
             raise RuntimeError(f"timed out waiting for {what}")
         time.sleep(poll_s)
+
+
+def common_parser(doc: str, quick: str, timeout_s: float, quick_timeout_s: float
+                  ) -> argparse.ArgumentParser:
+    """A benchmark's parser with the options they share: --quick (``quick`` says
+    what it shortens), --timeout (default ``timeout_s``, ``quick_timeout_s`` with
+    --quick; None when not given) and --dir (parent of the temp dirs)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--timeout", type=float, default=None,
+                        help=f"stop everything after this many seconds (default "
+                             f"{timeout_s:g}, quick {quick_timeout_s:g})")
+    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dirs")
+    parser.set_defaults(timeouts=(timeout_s, quick_timeout_s))
+    return parser
+
+
+def start_run(args: argparse.Namespace, prefix: str) -> tuple[Deadline, Path]:
+    """For a :func:`common_parser` benchmark: its deadline and its temp dir; SIGTERM
+    exits (so the clean-up runs)."""
+    timeout_s, quick_timeout_s = args.timeouts
+    deadline = Deadline(args.timeout or (quick_timeout_s if args.quick else timeout_s))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    return deadline, Path(tempfile.mkdtemp(prefix=prefix, dir=args.dir))

@@ -42,7 +42,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -50,7 +49,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,7 +58,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_support import Deadline, measure_and_report, wait_until  # noqa: E402
+from bench_support import (  # noqa: E402
+    Deadline,
+    common_parser,
+    measure_and_report,
+    start_run,
+    wait_until,
+)
 
 from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E402
 from slog.core.datadir import known_broker_ids, read_broker_info  # noqa: E402
@@ -338,21 +342,14 @@ def report(results: Results) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help="1 cluster up, 5 kills, a tenth of the records, one repetition")
-    parser.add_argument("--timeout", type=float, default=None,
-                        help="stop everything after this many seconds (default 900, quick 240)")
-    parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dirs")
+    parser = common_parser(__doc__, "1 cluster up, 5 kills, a tenth of the records, one "
+                           "repetition", 900, 240)
     args = parser.parse_args(argv)
     if shutil.which("kcat") is None:
         parser.error("kcat is not installed")
     ups, kills = (1, 5) if args.quick else (3, 20)
     records, reps = (20_000, 1) if args.quick else (200_000, 3)
-    deadline = Deadline(args.timeout or (240 if args.quick else 900))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-
-    root = Path(tempfile.mkdtemp(prefix="slog-cluster-bench-", dir=args.dir))
+    deadline, root = start_run(args, "slog-cluster-bench-")
     results = Results()
     print(f"cluster benchmark: {BROKERS} brokers, {ups} cluster up, {kills} kills, "
           f"{reps} x {records:,} records per topic; temp dir {root}", flush=True)

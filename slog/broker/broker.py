@@ -47,6 +47,7 @@ from slog.protocol.apis import ApiKey, ApiSpec
 from slog.protocol.errors import ErrorCode
 from slog.replication.broker_channel import use_sasl_login
 from slog.replication.controller import BrokerStatus, Controller, ControllerError, IsrChange
+from slog.replication.log_sync import SYNC_STATS
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
 from slog.replication.throttle import ReplicationThrottle
@@ -80,7 +81,8 @@ class BrokerStats:
             except ValueError:
                 name = f"api{key}"
             names.append(f"{name}={count}")
-        return " ".join([f"requests={self.requests}", *names])
+        # Group commits (write.caching=false): fsyncs, and records per fsync from them.
+        return " ".join([f"requests={self.requests}", *names, SYNC_STATS.summary()])
 
 
 class Broker:

@@ -76,6 +76,7 @@ def add(
         save_credentials,
         validate_user_name,
     )
+    from slog.core.errors import StorageError
     from slog.core.scram import SCRAM_MECHANISMS, derive_credential
 
     try:
@@ -91,8 +92,8 @@ def add(
     users[name] = credentials
     try:
         save_credentials(path, users)
-    except OSError as exc:
-        fail(f"cannot write {path}: {exc.strerror or exc}")
+    except StorageError as exc:
+        fail(str(exc))
     emit([{"user": name, "status": status, "file": str(path)}], ["user", "status", "file"],
          output)
 

@@ -8,6 +8,7 @@ over the target, and the directory is fsynced so the rename itself is durable.
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,24 +30,71 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file."""
+def write_atomically(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
+    """Replace ``path`` with ``data`` so that a crash (power loss included) leaves
+    the old or the new file, never an empty or torn one.
+
+    ``unique_temp``: the temp file gets a name of its own, for files that several
+    processes may rewrite at once (the default ``<name>.tmp`` is for one writer).
+    """
     path = Path(path)
-    temp = path.with_name(path.name + TEMP_SUFFIX)
+    temp = _write_temp(path, data, unique_temp)
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         os.replace(temp, path)
         fsync_dir(path.parent)
     except OSError as exc:
         temp.unlink(missing_ok=True)
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def create_exclusively(path: Path, data: bytes) -> bool:
+    """Create ``path`` holding ``data`` unless it exists; False if it did.
+
+    For files several processes race to create once (``cluster.json``): the
+    content is on disk before the name appears (a hard link never replaces an
+    existing file), and the name is made durable too.
+    """
+    path = Path(path)
+    temp = _write_temp(path, data, unique=True)
+    try:
+        os.link(temp, path)
+        created = True
+    except FileExistsError:
+        created = False
+    except OSError as exc:
+        raise StorageError(f"cannot create {path}: {exc.strerror or exc}") from exc
+    finally:
+        temp.unlink(missing_ok=True)
+    try:
+        fsync_dir(path.parent)
+    except OSError as exc:
+        raise StorageError(f"cannot sync {path.parent}: {exc.strerror or exc}") from exc
+    return created
+
+
+def _write_temp(path: Path, data: bytes, unique: bool) -> Path:
+    """``data`` in a fsynced temp file (mode 0600) next to ``path``; its path."""
+    try:
+        if unique:
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX,
+                                        dir=path.parent)
+            temp = Path(name)
+        else:
+            temp = path.with_name(path.name + TEMP_SUFFIX)
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    return temp
 
 
 def parse_versioned_lines(path: Path, text: str, fields: int) -> list[list[str]]:

@@ -126,6 +126,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "unclean.leader.election.enable", "unclean.leader.election.enable", "false", _bool
         ),
         ConfigDef("preallocate", "log.preallocate", "false", _bool),
+        # Redpanda's topic config; its cluster default is write_caching_default.
+        ConfigDef("write.caching", "write.caching.default", "false", _bool),
         ConfigDef("delete.retention.ms", "log.cleaner.delete.retention.ms",
                   str(24 * 3600 * 1000), _int(0)),
         ConfigDef(

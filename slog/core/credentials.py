@@ -21,16 +21,14 @@ already owns the cluster (see docs/SECURITY.md).
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
-import os
 import secrets
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeAlias
 
+from slog.core.checkpoint import create_exclusively, write_atomically
 from slog.core.errors import SlogError
 from slog.core.names import DataDirLayout
 from slog.core.scram import SCRAM_MECHANISMS, SCRAM_SHA_256, ScramCredential
@@ -41,7 +39,6 @@ FILE_VERSION = 2
 
 BROKER_USER = "__broker"  # the inter-broker principal; reserved, always a super user
 MAX_USER_NAME = 256
-FILE_MODE = 0o600
 
 
 class CredentialsError(SlogError, ValueError):
@@ -127,18 +124,8 @@ def save_credentials(path: Path, users: Mapping[str, Mapping[str, ScramCredentia
     body = {"version": FILE_VERSION, "users": {
         name: {mechanism: _encode(c) for mechanism, c in sorted(credentials.items())}
         for name, credentials in sorted(users.items()) if credentials}}
-    fd, tmp = tempfile.mkstemp(prefix=".credentials-", dir=path.parent)  # mkstemp: mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(body, out, indent=2)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    # Mode 0600; a temp name of its own, as two `slog user` commands may run at once.
+    write_atomically(path, json.dumps(body, indent=2).encode(), unique_temp=True)
 
 
 class CredentialStore:
@@ -172,12 +159,7 @@ class CredentialStore:
 def inter_broker_secret(data_dir: Path) -> str:
     """The cluster's inter-broker secret, created (0600) by the first broker to start."""
     path = DataDirLayout(data_dir).inter_broker_secret
-    with contextlib.suppress(FileExistsError):
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        with os.fdopen(fd, "w") as out:
-            out.write(secrets.token_urlsafe(32))
-            out.flush()
-            os.fsync(out.fileno())
+    create_exclusively(path, secrets.token_urlsafe(32).encode())  # mode 0600
     for _ in range(50):  # another broker may have created it an instant ago
         secret = path.read_text().strip()
         if secret:

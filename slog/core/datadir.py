@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from slog.core.checkpoint import write_atomically
+from slog.core.checkpoint import create_exclusively, write_atomically
 from slog.core.errors import DataDirError
 from slog.core.names import DataDirLayout
 
@@ -29,15 +28,9 @@ def load_or_create_cluster(layout: DataDirLayout) -> ClusterInfo:
     path = layout.cluster_file
     if not path.exists():
         info = ClusterInfo(cluster_id=_new_cluster_id(), created_at=time.time())
-        tmp = path.with_name(f".cluster.json.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(asdict(info), indent=2))
-        os.chmod(tmp, 0o600)
-        try:
-            os.link(tmp, path)  # fails if another broker created it first
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
+        # Durable before its name appears: a power cut must not leave an empty file
+        # that no broker can start with. Another broker may win the race: fine.
+        create_exclusively(path, json.dumps(asdict(info), indent=2).encode())
     try:
         data = json.loads(path.read_text())
         info = ClusterInfo(**data)
@@ -83,8 +76,7 @@ class BrokerInfo:
 
 def write_broker_info(layout: DataDirLayout, info: BrokerInfo) -> None:
     path = layout.broker(info.broker_id).info
-    write_atomically(path, json.dumps(asdict(info), indent=2).encode())
-    os.chmod(path, 0o600)
+    write_atomically(path, json.dumps(asdict(info), indent=2).encode())  # mode 0600
 
 
 def read_broker_info(layout: DataDirLayout, broker_id: int) -> BrokerInfo | None:

@@ -157,6 +157,11 @@ class PartitionLog:
         self._bases: list[int] = []
         self._log_start_offset = 0
         self._recovery_point = 0
+        # Offsets below are on disk: fsynced by a flush, a rolled segment's sync or
+        # sync_data (group commit). Truncation bumps the generation, so a sync_data
+        # that started before it cannot vouch for what was appended after it.
+        self._durable_offset = 0
+        self._truncations = 0
         self._pending_syncs: list[concurrent.futures.Future[int]] = []  # oldest first
         self._last_flush_ms = self._now_ms()
         # Told (under this log's lock) when unflushed data gets a flush.ms deadline, so
@@ -249,7 +254,7 @@ class PartitionLog:
         self._epoch_cache.truncate_from_end(leo)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         # Clean: flushed at close. Unclean: recovery validated and fsynced the rest.
-        self._recovery_point = leo
+        self._recovery_point = self._durable_offset = leo
 
     def _load_epoch_cache(self) -> bool:
         """Load the leader-epoch checkpoint; True if it must be rebuilt from the log."""
@@ -580,8 +585,46 @@ class PartitionLog:
         if self._epoch_cache_dirty and self.log_end_offset > self.log_start_offset:
             self._epoch_cache.flush()
             self._epoch_cache_dirty = False
-        self._recovery_point = self.log_end_offset
+        self._recovery_point = self._durable_offset = self.log_end_offset
         self._last_flush_ms = now_ms
+
+    # ================================================================= group commit
+
+    @property
+    def durable_offset(self) -> int:
+        """Offsets below are on disk, as far as this log has been told."""
+        return self._durable_offset
+
+    def sync_data(self) -> int:
+        """fdatasync everything appended so far; returns the new durable offset.
+
+        For group commit (slog.core.group_commit), on a worker thread: the lock is
+        held only to note what to sync, never while the disk works, so appends and
+        reads go on meanwhile and the next sync covers what they added. Indexes are
+        not synced: recovery rebuilds them from the recovery point, which this does
+        not move. Raises StorageError.
+        """
+        with self._lock, self._disk_errors:
+            self._check_open()
+            target = self.log_end_offset
+            if target <= self._durable_offset:
+                return self._durable_offset
+            rolled = list(self._pending_syncs)  # sealed segments still being fsynced
+            fd = self._segments[-1].duplicate_fd()  # a roll may close the original
+            generation = self._truncations
+        try:
+            with self._disk_errors:
+                for future in rolled:
+                    future.result()
+                if fd is not None:
+                    os.fdatasync(fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        with self._lock:
+            if generation == self._truncations:
+                self._durable_offset = max(self._durable_offset, target)
+            return self._durable_offset
 
     # ================================================================= read
 
@@ -683,6 +726,8 @@ class PartitionLog:
             self._epoch_cache.truncate_from_end(leo)
             self._log_start_offset = min(self._log_start_offset, leo)
             self._recovery_point = min(self._recovery_point, leo)
+            self._durable_offset = min(self._durable_offset, leo)
+            self._truncations += 1
             logger.info("%s: truncated to offset %d", self._directory.name, leo)
             return True
 
@@ -700,7 +745,8 @@ class PartitionLog:
         segment = LogSegment.create(self._directory, offset, self._config, now_ms=self._now_ms())
         self._segments, self._bases = [segment], [offset]
         self._log_start_offset = offset
-        self._recovery_point = offset
+        self._recovery_point = self._durable_offset = offset  # nothing below it to lose
+        self._truncations += 1
         self._epoch_cache.clear()
         logger.info("%s: truncated fully, starting at offset %d", self._directory.name, offset)
 

@@ -76,6 +76,7 @@ _TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", _parse_int),
     "message.timestamp.type": ("message_timestamp_type", _parse_str),
     "delete.retention.ms": ("delete_retention_ms", _parse_int),
+    "write.caching": ("write_caching", _parse_bool),
 }
 
 TOPIC_CONFIG_NAMES = frozenset(_TOPIC_CONFIGS)
@@ -101,6 +102,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
     delete_retention_ms: int = DAY_MS  # how long the cleaner keeps tombstones
+    # Redpanda's name. False: a produce is acknowledged (and the high watermark moves)
+    # only once its records are fsynced (group commit); True: once they are in the page
+    # cache, as in Kafka, with flush.messages/flush.ms deciding when they reach the disk.
+    write_caching: bool = False
 
     def __post_init__(self) -> None:
         self._check_range("segment.bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
@@ -115,8 +120,10 @@ class LogConfig:
             self._check_range("flush.ms", self.flush_ms, 0, INT64_MAX)
         self._check_range("max.message.bytes", self.max_message_bytes, 0, INT32_MAX)
         self._check_range("delete.retention.ms", self.delete_retention_ms, 0, INT64_MAX)
-        if not isinstance(self.preallocate, bool):
-            raise ValueError(f"invalid value {self.preallocate!r} for configuration preallocate")
+        flags = (("preallocate", self.preallocate), ("write.caching", self.write_caching))
+        for name, flag in flags:
+            if not isinstance(flag, bool):
+                raise ValueError(f"invalid value {flag!r} for configuration {name}")
         policies = self.cleanup_policies
         if not policies or not policies <= CLEANUP_POLICIES:
             raise ValueError(

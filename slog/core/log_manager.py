@@ -208,10 +208,11 @@ class LogManager:
                 fsync_dir(log.directory)
             if created:
                 fsync_dir(self.logs_dir)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             for log in created.values():
                 log.close()
-            raise StorageError(f"cannot create logs in {self.logs_dir}: {exc.strerror}") from exc
+            why = exc.strerror if isinstance(exc, OSError) else exc
+            raise StorageError(f"cannot create logs in {self.logs_dir}: {why}") from exc
         with self._lock:
             for key, log in created.items():
                 log.flush_watch = self._schedule_flush

@@ -226,6 +226,11 @@ class LogSegment:
             os.fsync(self._fd)
             self._synced_size = self._size
 
+    def duplicate_fd(self) -> int | None:
+        """A descriptor of the log file that a roll or close leaves open (the caller
+        closes it), for an fdatasync outside the log's lock; None unless active."""
+        return None if self._fd is None else os.dup(self._fd)
+
     # ------------------------------------------------------------ properties
 
     @property

@@ -10,6 +10,12 @@ decides them.
 Follower side: records arrive from the leader with their offsets and leader
 epochs already set; the HW is the leader's, capped at our own LEO.
 
+With ``write.caching=false`` (the default) a replica counts only what it has
+fsynced (group commit, :mod:`slog.replication.log_sync`): the leader's own part
+of the HW is its durable end, acks=1 waits for it, and a follower fetches again
+(reporting its new end) only once what it appended is synced. So the HW never
+passes what a power loss would keep.
+
 DeleteRecords moves the leader's log start offset; followers learn it from
 fetch responses and move theirs, and report theirs in their fetches. The
 leader's low watermark is the lowest log start among itself and the replicas
@@ -29,6 +35,7 @@ from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
+from slog.replication.log_sync import LogSyncer
 
 
 class ReplicaError(KafkaApiError):
@@ -120,6 +127,8 @@ class Partition:
         # fetch wakes for its own partitions only (nothing broker-wide).
         self._watchers: set[FetchWatcher] = set()
         self.key = (topic, partition)
+        self._sync = LogSyncer(log, self._durable_moved)
+        self._leader_hw = 0  # a follower's HW as the leader last told it
         self._rebuild_producer_state()
 
     # -- fetch watchers ------------------------------------------------------------------
@@ -178,6 +187,8 @@ class Partition:
                     self.followers[replica] = FollowerState()
                 else:
                     self.followers.setdefault(replica, FollowerState())
+        if not self.log.config.write_caching:
+            self._sync.request(self.log.log_end_offset)  # what it appended as a follower
         self._maybe_advance_high_watermark()
         self._check_low_watermark()  # a fenced replica no longer holds it back
         self._watch_isr()
@@ -229,10 +240,34 @@ class Partition:
         if self.isr_parked:
             self.isr_parked = False
             self._watch_isr()
+        if not self.log.config.write_caching:
+            self._sync.request(self.log.log_end_offset)
         hw_moved = self._maybe_advance_high_watermark()
         self.notify_watchers(log_end_only=not hw_moved)
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             self.log.log_start_offset)
+
+    # -- durability (write.caching) -------------------------------------------------------
+    @property
+    def durable_end(self) -> int:
+        """Where a power loss would cut this replica's log (as a replica counts it):
+        the LEO with write.caching, else the end of what is fsynced."""
+        if self.log.config.write_caching:
+            return self.log.log_end_offset
+        return self.log.durable_offset  # set by fsyncs on any thread: always true
+
+    async def wait_durable(self, end: int) -> None:
+        """Return once offsets below ``end`` count as durable (at once with
+        write.caching); raises StorageError if the fsync failed."""
+        if not self.log.config.write_caching:
+            await self._sync.wait(min(end, self.log.log_end_offset))
+
+    def _durable_moved(self) -> None:
+        if self.is_leader:
+            if self._maybe_advance_high_watermark():
+                self.notify_watchers()
+        elif self.state is not None:
+            self.set_high_watermark(self._leader_hw)
 
     async def wait_for_commit(self, last_offset: int, timeout_s: float,
                               min_insync_replicas: int) -> None:
@@ -329,7 +364,7 @@ class Partition:
     def _maybe_advance_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
-        candidate = self.log.log_end_offset
+        candidate = self.durable_end
         for replica in self.maximal_isr:
             if replica != self.broker_id:
                 follower = self.followers.get(replica)
@@ -464,6 +499,8 @@ class Partition:
     def append_as_follower(self, records: bytes | memoryview, leader_hw: int) -> AppendInfo:
         info = self.log.append(records, assign_offsets=False)
         self._track_producers(info)
+        if not self.log.config.write_caching:
+            self._sync.request(self.log.log_end_offset)
         self.set_high_watermark(leader_hw)
         return info
 
@@ -476,8 +513,10 @@ class Partition:
         return self.log.maybe_increment_log_start_offset(target, checkpoint=checkpoint)
 
     def set_high_watermark(self, offset: int) -> None:
-        """Followers learn the HW from the leader; never beyond their own LEO."""
-        high_watermark = min(offset, self.log.log_end_offset)
+        """Followers learn the HW from the leader; never beyond their own LEO (or,
+        without write.caching, beyond what they have fsynced)."""
+        self._leader_hw = offset
+        high_watermark = min(offset, self.durable_end)
         if high_watermark != self.high_watermark:
             self.high_watermark = high_watermark
             self.notify_watchers()  # consumers reading from this follower (KIP-392)
@@ -485,6 +524,7 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:
             self.log.truncate_to(offset)
+            self._sync.truncated(self.log.log_end_offset)
             self._rebuild_producer_state()
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.notify_watchers()
@@ -492,6 +532,8 @@ class Partition:
     def restart_at(self, offset: int) -> None:
         """Drop the whole local log and continue from ``offset`` (the leader's log start)."""
         self.log.truncate_fully_and_start_at(offset)
+        self._sync.truncated(offset)
+        self._sync.request(offset)  # an empty log: its new start is durable at once
         self._rebuild_producer_state()
         self.high_watermark = offset
         self.notify_watchers()

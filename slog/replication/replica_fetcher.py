@@ -18,11 +18,17 @@ leader epoch, a partition added) and forgets those no longer followed here or
 being truncated, so an idle follower's fetch is a few dozen bytes whatever the
 partition count. A session error or a failed connection means a full request
 next.
+
+Without write.caching the fetch offset we report is what we have fsynced: what
+an answer appended is synced (one group-committed fdatasync per log, all logs
+at once) before the next fetch, since the leader counts our fetch offset for
+its high watermark and acks=all.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -204,6 +210,7 @@ class ReplicaFetcher:
             log.info("fetch session with broker %d: error %d, sending a full request next",
                      self.leader_id, response.error_code)
         started: Partition | None = None  # one whose log start moved
+        appended: list[Partition] = []
         for topic in response.responses:
             for result in topic.partitions:
                 key = (topic.topic, result.partition_index)
@@ -211,7 +218,10 @@ class ReplicaFetcher:
                 if partition is not None and partition is self.partitions.get(key) and \
                         key not in self._truncating:
                     log_start = partition.log.log_start_offset
+                    leo = partition.log.log_end_offset
                     progressed &= self._apply(partition, result)
+                    if partition.log.log_end_offset > leo:
+                        appended.append(partition)
                     if partition.log.log_start_offset != log_start:
                         started = partition
                     if result.error_code:
@@ -225,7 +235,26 @@ class ReplicaFetcher:
             # One checkpoint of the log starts per answer (it holds every log's), written
             # before our next fetch tells the leader.
             self._checkpoint_log_start(started)
+        if appended:
+            await self._sync(appended)
         return progressed
+
+    async def _sync(self, appended: list[Partition]) -> None:
+        """Wait until what we appended is durable (write.caching=false), so that the
+        next fetch offset we report is on disk."""
+        results = await asyncio.gather(
+            *(p.wait_durable(p.log.log_end_offset) for p in appended), return_exceptions=True)
+        for partition, result in zip(appended, results, strict=True):
+            if isinstance(result, StorageError):
+                # Never report what is not on disk: drop what did not sync, fetch it
+                # again (a disk refusing fsyncs: Kafka would take the log dir offline).
+                log.error("%s-%d: %s", partition.topic, partition.partition, result)
+                with contextlib.suppress(StorageError):  # closed, or the disk again
+                    partition.truncate_to(partition.durable_end)
+                self._changed(partition.key)
+                await asyncio.sleep(BACKOFF_S)
+            elif isinstance(result, BaseException):
+                raise result
 
     @staticmethod
     def _checkpoint_log_start(partition: Partition) -> None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from slog.core.checkpoint import FILE_MODE, TEMP_SUFFIX
+from slog.core.checkpoint import FILE_MODE, write_atomically
 from slog.core.config import BrokerConfig
 from slog.core.due import WakingDueSchedule
 from slog.core.log import PartitionLog
@@ -56,24 +56,42 @@ PARTITION_METADATA = "partition.metadata"
 
 
 def read_topic_id(directory: Path) -> str | None:
-    """The topic id a log directory belongs to, or None if it does not say."""
+    """The topic id a log directory belongs to, or None if it does not say.
+
+    Only a whole file counts: one cut short by a power loss (written without an
+    fsync by bulk creation) is "does not say", never a shorter, different id,
+    which would get the log deleted as a deleted topic's.
+    """
     try:
-        lines = (directory / PARTITION_METADATA).read_text().splitlines()
+        text = (directory / PARTITION_METADATA).read_text()
     except (FileNotFoundError, UnicodeDecodeError):
         return None
-    found = dict(line.split(": ", 1) for line in lines if ": " in line)
-    return found.get("topic_id") or None
+    found = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+    topic_id = found.get("topic_id", "")
+    if not topic_id or text != _topic_id_file(topic_id):
+        return None  # empty or cut short (the file ends with the id's newline)
+    return topic_id
 
 
-def write_topic_id(directory: Path, *, topic_id: str) -> None:
-    """Written once per new log, atomically but without an fsync (a topic with
-    thousands of partitions would wait for as many): a file lost in a crash only
-    means that log is adopted by the next topic of its name, as before."""
-    temp = directory / (PARTITION_METADATA + TEMP_SUFFIX)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    with os.fdopen(fd, "w") as f:
-        f.write(f"version: 0\ntopic_id: {topic_id}\n")
-    os.replace(temp, directory / PARTITION_METADATA)
+def _topic_id_file(topic_id: str) -> str:
+    return f"version: 0\ntopic_id: {topic_id}\n"
+
+
+def write_topic_id(directory: Path, *, topic_id: str, durable: bool = True) -> None:
+    """Written once per new log; durably (temp, fsync, rename, fsync dir) unless
+    ``durable=False``. Bulk creation passes that: an fsync per file of a topic of
+    thousands of partitions was a journal commit each, which stalled heartbeats
+    long enough to fence a busy broker. Then a power cut may leave the file
+    empty or cut short: :func:`read_topic_id` says "unknown" and the log is kept
+    for the topic of its name, which is right after a power loss, since every
+    broker went down with it and no topic could be deleted and re-created."""
+    path = directory / PARTITION_METADATA
+    if durable:
+        write_atomically(path, _topic_id_file(topic_id).encode())
+    else:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "w") as out:
+            out.write(_topic_id_file(topic_id))
 
 
 def _monotonic_ms() -> float:
@@ -215,7 +233,8 @@ class ReplicaManager:
         for key, state in states.items():
             epoch = state.leader_epoch if state.leader == self.broker_id else None
             specs[key] = NewLog(self.log_config_for(key[0]), epoch,
-                                functools.partial(write_topic_id, topic_id=topic_ids[key]))
+                                functools.partial(write_topic_id, topic_id=topic_ids[key],
+                                                  durable=False))
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import signal
 import threading
 import time
@@ -408,6 +409,16 @@ class Cluster:
 
     def all_logs(self) -> str:
         return "\n".join(self.log_text(b) for b in sorted(self.brokers))
+
+
+def broker_stats(cluster: Cluster, broker_id: int) -> dict[str, int]:
+    """The broker's counters (requests, group-commit fsyncs...), as it logs them on SIGUSR1."""
+    before = cluster.log_text(broker_id).count(" stats: ")
+    os.kill(cluster.pid(broker_id), signal.SIGUSR1)
+    wait_until(lambda: cluster.log_text(broker_id).count(" stats: ") > before, 10,
+               f"broker {broker_id} to log its stats")
+    line = cluster.log_text(broker_id).rsplit(" stats: ", 1)[1].splitlines()[0]
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
 
 
 def produce_body(topic: str, partition: int, values: list[bytes], acks: int) -> dict[str, Any]:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
-import signal
 import threading
 import time
 from collections import Counter
@@ -29,22 +27,12 @@ import pytest
 
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
-from tests.cluster.conftest import Cluster, wait_until
+from tests.cluster.conftest import Cluster, broker_stats, wait_until
 
 TIMEOUT_S = 60.0
 
 
 # -- helpers ---------------------------------------------------------------------------
-def broker_stats(cluster: Cluster, broker_id: int) -> dict[str, int]:
-    """The broker's request counters, as it logs them on SIGUSR1."""
-    before = cluster.log_text(broker_id).count(" stats: ")
-    os.kill(cluster.pid(broker_id), signal.SIGUSR1)
-    wait_until(lambda: cluster.log_text(broker_id).count(" stats: ") > before, 10,
-               f"broker {broker_id} to log its stats")
-    line = cluster.log_text(broker_id).rsplit(" stats: ", 1)[1].splitlines()[0]
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
-
-
 def session_fetch(conn: Any, session_id: int, epoch: int, parts: list[tuple[int, int]],
                   forgotten: list[int] = (), topic: str = "s", max_wait_ms: int = 100
                   ) -> Any:

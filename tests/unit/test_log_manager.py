@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import stat
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from slog.core.checkpoint import OffsetCheckpointFile, write_atomically
+from slog.core import checkpoint
+from slog.core.checkpoint import OffsetCheckpointFile, create_exclusively, write_atomically
+from slog.core.datadir import load_or_create_cluster
 from slog.core.errors import InvalidTopicError, StorageError
 from slog.core.log_config import TOPIC_CONFIG_NAMES, LogConfig
 from slog.core.log_manager import (
@@ -17,6 +23,7 @@ from slog.core.log_manager import (
     RECOVERY_POINT_CHECKPOINT,
     LogManager,
 )
+from slog.core.names import DataDirLayout
 from tests.unit.batchgen import make_sized_batch
 
 CONFIG = LogConfig(segment_bytes=4096, index_interval_bytes=256)
@@ -242,6 +249,54 @@ def test_write_atomically_into_missing_directory(tmp_path: Path) -> None:
         write_atomically(tmp_path / "missing" / "file", b"x")
 
 
+def test_write_atomically_syncs_file_then_rename_then_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The order a power cut needs: the data is on disk before the name points at it,
+    # and the directory (the rename) is synced last. Each step is a real syscall.
+    steps: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+        steps.append("fsync dir" if is_dir else "fsync file")
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        steps.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(checkpoint.os, "fsync", fsync)
+    monkeypatch.setattr(checkpoint.os, "replace", replace)
+    write_atomically(tmp_path / "file", b"data", unique_temp=True)
+    assert steps == ["fsync file", "rename", "fsync dir"]
+    assert (tmp_path / "file").read_bytes() == b"data"
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_create_exclusively_creates_once_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "cluster.json"
+    assert create_exclusively(target, b"first") is True
+    assert create_exclusively(target, b"second") is False  # another creator won
+    assert target.read_bytes() == b"first"
+    assert mode(target) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["cluster.json"]
+
+
+def test_cluster_file_is_durable_and_created_by_one_racer(tmp_path: Path) -> None:
+    layout = DataDirLayout(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    results: list[str] = []
+    threads = [threading.Thread(target=lambda: results.append(
+        load_or_create_cluster(layout).cluster_id)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(set(results)) == 1 and len(results) == 8
+    assert json.loads(layout.cluster_file.read_text())["cluster_id"] == results[0]
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
 # ==================================================================== LogConfig
 
 
@@ -255,6 +310,7 @@ def test_log_config_defaults_are_kafkas() -> None:
     assert config.retention_bytes == -1
     assert config.flush_messages is None and config.flush_ms is None
     assert config.preallocate is False  # Kafka's default
+    assert config.write_caching is False  # not Kafka's: acknowledged only once fsynced
     assert config.cleanup_policy == "delete"
     assert config.max_message_bytes == 1048588
     assert config.message_timestamp_type == "CreateTime"
@@ -299,6 +355,7 @@ def test_log_config_defaults_can_be_layered() -> None:
         ("retention.ms", "-2", "retention.ms"),
         ("flush.messages", "0", "flush.messages"),
         ("preallocate", "yes", "expected true or false"),
+        ("write.caching", "sometimes", "write.caching: expected true or false"),
         ("cleanup.policy", "shred", "cleanup.policy"),
         ("message.timestamp.type", "Now", "message.timestamp.type"),
         ("max.message.bytes", "-1", "max.message.bytes"),

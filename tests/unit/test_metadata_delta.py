@@ -25,6 +25,7 @@ from slog.replication.replica_manager import (
     PARTITION_METADATA,
     ReplicaManager,
     read_topic_id,
+    write_topic_id,
 )
 from tests.unit.batchgen import make_sized_batch
 
@@ -220,3 +221,17 @@ def test_partition_metadata_written_for_inline_creation(tmp_path: Path) -> None:
         await replicas.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_partition_metadata_cut_short_says_nothing(tmp_path: Path) -> None:
+    # Bulk creation writes it without an fsync: after a power loss it may be empty or
+    # cut short. A shorter id would get the log deleted as a deleted topic's.
+    write_topic_id(tmp_path, topic_id="id-whole", durable=False)
+    assert read_topic_id(tmp_path) == "id-whole"
+    whole = (tmp_path / PARTITION_METADATA).read_text()
+    for cut in (0, len("version: 0\n"), len(whole) - 3, len(whole) - 1):
+        (tmp_path / PARTITION_METADATA).write_text(whole[:cut])
+        assert read_topic_id(tmp_path) is None, cut
+    write_topic_id(tmp_path, topic_id="id-durable")
+    assert read_topic_id(tmp_path) == "id-durable"
+    assert [p.name for p in tmp_path.iterdir()] == [PARTITION_METADATA]

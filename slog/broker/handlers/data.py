@@ -29,7 +29,8 @@ INVALID_RECORD = ErrorCode.invalid_record
 
 
 # -- Produce ------------------------------------------------------------------------
-Commit = tuple[dict[str, Any], Partition, int, int]  # result, partition, last offset, min ISR
+# result, partition, last offset, min ISR, acks
+Commit = tuple[dict[str, Any], Partition, int, int, int]
 
 
 def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int,
@@ -76,8 +77,8 @@ def _append(ctx: RequestContext, topic: str, index: int, records: bytes | None, 
         result.update(error_code=NONE, base_offset=appended.base_offset,
                       log_append_time=appended.log_append_time,
                       log_start_offset=appended.log_start_offset)
-        if acks == -1:
-            commits.append((result, partition, appended.last_offset, min_isr))
+        if acks == -1 or (acks == 1 and not partition.log.config.write_caching):
+            commits.append((result, partition, appended.last_offset, min_isr, acks))
     return result
 
 
@@ -105,14 +106,25 @@ def _refuse_keyless(topic: str, index: int, records: bytes) -> dict[str, Any] | 
 
 
 async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
-    """acks=all: answer only once the ISR has every batch (or say why not)."""
+    """acks=all: answer only once the ISR has every batch (the HW counts only what
+    replicas fsynced, unless write.caching); acks=1: once the leader has it on disk
+    (at once with write.caching). Or say why not."""
 
-    async def one(result: dict[str, Any], partition: Partition, last: int, min_isr: int
-                  ) -> None:
+    async def one(result: dict[str, Any], partition: Partition, last: int, min_isr: int,
+                  acks: int) -> None:
         try:
-            await partition.wait_for_commit(last, timeout_s, min_isr)
+            if acks == -1:
+                await partition.wait_for_commit(last, timeout_s, min_isr)
+            else:
+                await asyncio.wait_for(partition.wait_durable(last + 1), timeout_s)
         except ReplicaError as exc:
             result.update(error_code=exc.code, error_message=str(exc), base_offset=-1)
+        except StorageError as exc:
+            result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc),
+                          base_offset=-1)
+        except TimeoutError:
+            result.update(error_code=ErrorCode.request_timed_out, base_offset=-1,
+                          error_message=f"offset {last} was not synced to disk in time")
 
     await asyncio.gather(*(one(*commit) for commit in commits))
 

@@ -28,6 +28,7 @@ from slog.core.credentials import (
     save_credentials,
     validate_user_name,
 )
+from slog.core.errors import StorageError
 from slog.core.scram import (
     MIN_ITERATIONS,
     SCRAM_SHA_256,
@@ -196,7 +197,7 @@ async def alter_user_scram_credentials(ctx: RequestContext, request: Any) -> dic
         # No await between the read and this write: the controller's changes never interleave.
         try:
             save_credentials(path, users)
-        except OSError as exc:
+        except (OSError, StorageError) as exc:
             log.warning("AlterUserScramCredentials: cannot write %s: %s", path, exc)
             return {"throttle_time": 0, "results": [
                 _result(r["user"], ErrorCode.unknown_server_error, f"cannot write: {exc}")
