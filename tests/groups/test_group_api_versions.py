@@ -16,7 +16,7 @@ import pytest
 
 from slog.client import Consumer, TopicPartition
 from slog.client.connection import BrokerConnection
-from slog.protocol.apis import API_BY_KEY, ApiKey
+from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess
 from tests.groups.helpers import group_consumer, make_topic, unique, wait_for
@@ -54,13 +54,6 @@ def _commit_body(group: str, generation: int, member_id: str, topic: dict[str, A
             "member_id": member_id, "topics": [{**topic, "partitions": [
                 {"partition_index": 0, "committed_offset": offset,
                  "committed_metadata": "m"}]}]}
-
-
-def test_the_group_apis_reach_kafka_4_1s_versions() -> None:
-    maxima = {key: API_BY_KEY[key].max_version for key in (
-        ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH)}
-    assert maxima == {ApiKey.LIST_GROUPS: 5, ApiKey.DESCRIBE_GROUPS: 6,
-                      ApiKey.OFFSET_COMMIT: 10, ApiKey.OFFSET_FETCH: 10}
 
 
 def test_list_groups_v5_filters_by_type_and_reports_it(
