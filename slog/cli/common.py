@@ -262,4 +262,7 @@ LONG_OPTION_MEANINGS: dict[str, dict[str, str]] = {
               "produce": "connect over TLS (every command that takes --bootstrap)"},
     "--state": {"group list": "a filter: only groups in these states",
                 "group describe": "a flag: show the state view (as kafka-consumer-groups)"},
+    "--type": {"elect-leaders": "the election type, preferred or unclean",
+               "group list": "a filter: only groups of these types "
+                             "(as kafka-consumer-groups `--list --type`)"},
 }

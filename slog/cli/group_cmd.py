@@ -73,25 +73,30 @@ class _Clients:
 def list_groups(
     state: Annotated[str | None, typer.Option(
         "--state", help="Only groups in these states, e.g. stable,empty.")] = None,
+    group_type: Annotated[str | None, typer.Option(
+        "--type", help="Only groups of these types: classic, consumer, share, streams.")
+    ] = None,
     regex: RegexOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """List consumer groups with their state.
+    """List consumer groups with their state and type.
 
     Examples:
       slog group list --state stable,empty
+      slog group list --type classic
       slog group list -r 'billing-.*' -o json
     """
     states = [s.strip() for s in (state or "").split(",") if s.strip()]
+    types = [t.strip() for t in (group_type or "").split(",") if t.strip()]
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
-        groups = clients.groups.list_groups(states)
+        groups = clients.groups.list_groups(states, types)
     if regex is not None:
         keep = set(select_names(None, regex, [g.group_id for g in groups]) or [])
         groups = [g for g in groups if g.group_id in keep]
-    emit([{"group": g.group_id, "state": g.state, "protocol_type": g.protocol_type,
-           "coordinator": g.coordinator} for g in groups],
-         ["group", "state", "protocol_type"], output)
+    emit([{"group": g.group_id, "state": g.state, "type": g.group_type,
+           "protocol_type": g.protocol_type, "coordinator": g.coordinator} for g in groups],
+         ["group", "state", "type", "protocol_type"], output)
 
 
 # -- describe ----------------------------------------------------------------------------

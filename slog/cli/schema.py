@@ -119,6 +119,7 @@ SCHEMAS: dict[str, Shape] = {
                                   "set": "configs set {key: value}",
                                   "deleted": "configs reset to default"}),
     "group list": Shape("list", {"group": "group id", "state": "Stable, Empty, ...",
+                                 "type": "classic, consumer, share or streams (KIP-848)",
                                  "protocol_type": "consumer, or empty",
                                  "coordinator": "coordinator broker id"}),
     "group describe": Shape(

@@ -71,6 +71,9 @@ class GroupListing:
     state: str
     protocol_type: str
     coordinator: int  # broker id
+    # KIP-848's group type: classic, consumer, share or streams. A broker without
+    # ListGroups v5 (Kafka before 3.7) has only classic groups.
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True)
@@ -136,14 +139,18 @@ class GroupAdmin:
         return grouped
 
     # -- listing and describing ---------------------------------------------------------
-    def list_groups(self, states: Iterable[str] = ()) -> list[GroupListing]:
-        """Every group of every broker, by id; ``states`` filters (any case)."""
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                    ) -> list[GroupListing]:
+        """Every group of every broker, by id; ``states`` and ``types`` (classic,
+        consumer, ...) filter, in any case."""
         wanted = [s for s in states]
+        wanted_types = [t for t in types]
         meta = self._cluster.refresh_metadata([])
         out: dict[str, GroupListing] = {}
         for node_id in sorted(meta.brokers):
             conn = self._cluster.connection(node_id, CHANNEL)
-            [response] = _pipeline(conn, ApiKey.LIST_GROUPS, [{"states_filter": wanted}])
+            [response] = _pipeline(conn, ApiKey.LIST_GROUPS, [
+                {"states_filter": wanted, "types_filter": wanted_types}])
             if response.error_code:
                 raise KafkaError.for_code(response.error_code, item=f"broker {node_id}")
             lowered = {s.lower() for s in wanted}
@@ -152,7 +159,11 @@ class GroupAdmin:
                 if version(conn, ApiKey.LIST_GROUPS) < 4 and lowered and \
                         state.lower() not in lowered:
                     continue
-                out[g.group_id] = GroupListing(g.group_id, state, g.protocol_type, node_id)
+                listing = GroupListing(g.group_id, state, g.protocol_type, node_id,
+                                       getattr(g, "group_type", "") or "classic")
+                if wanted_types and listing.group_type not in {t.lower() for t in wanted_types}:
+                    continue  # a broker before v5 cannot filter by type
+                out[g.group_id] = listing
         return [out[g] for g in sorted(out)]
 
     def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:

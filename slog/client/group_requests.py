@@ -3,7 +3,7 @@
 Finding a group's coordinator, committing and fetching offsets, and the
 version choice for every group API (the versions whose semantics slog's
 client implements: JoinGroup v9 with skip_assignment, LeaveGroup v3+ batches,
-OffsetCommit with leader epochs and instance ids).
+OffsetCommit with leader epochs and instance ids, ListGroups v5's group types).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ GROUP_API_VERSIONS: dict[int, int] = {
     ApiKey.OFFSET_COMMIT: 8,
     ApiKey.OFFSET_FETCH: 7,
     ApiKey.DESCRIBE_GROUPS: 5,
-    ApiKey.LIST_GROUPS: 4,
+    ApiKey.LIST_GROUPS: 5,
     ApiKey.DELETE_GROUPS: 2,
     ApiKey.OFFSET_DELETE: 0,
 }

@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE
 from slog.core.due import WakingDueSchedule
@@ -55,6 +56,15 @@ TICK_S = 0.05  # the timer's granularity: deadlines are met within it
 IDLE_TICK_S = 1.0  # with nothing due, still look this often (ownership, offset retention)
 DEAD_SUMMARY = GroupSummary(GroupState.DEAD.value, "", "", ())
 CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+
+
+class ListedGroup(NamedTuple):
+    """One group of a ListGroups answer."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str  # GroupType's value
 
 
 @dataclass(frozen=True)
@@ -600,8 +610,9 @@ class GroupCoordinator:
             return
         group = self.manager.get(request.group_id)
         if group is None:
-            if request.generation_id >= 0:
-                fail(ErrorCode.illegal_generation)  # a member of a generation we never had
+            if request.generation_id >= 0:  # a member of a generation we never had
+                fail(ErrorCode.group_id_not_found if request.report_unknown_group
+                     else ErrorCode.illegal_generation)
                 return
             # Not using group management, just storing offsets (assign() + commit()).
             group = self.manager.get_or_create(request.group_id)
@@ -660,22 +671,30 @@ class GroupCoordinator:
 
     # ================================================================== admin
     def handle_describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        """GROUP_ID_NOT_FOUND for a group this coordinator does not have (DescribeGroups
+        v6 answers that; older versions describe it as Dead with no error)."""
         error = self._validate_group_status(group_id, allow_empty=True)
         if error is not None:
             return error, DEAD_SUMMARY
         group = self.manager.get(group_id)
-        return ErrorCode.none, DEAD_SUMMARY if group is None else group.summary()
+        if group is None or group.is_(GroupState.DEAD):
+            return ErrorCode.group_id_not_found, DEAD_SUMMARY
+        return ErrorCode.none, group.summary()
 
-    def handle_list_groups(self, states: Iterable[str] = ()
-                           ) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
-        """(group id, protocol type, state) of every group here, optionally by state."""
-        wanted = {s.lower() for s in states}
+    def handle_list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                           ) -> tuple[ErrorCode, list[ListedGroup]]:
+        """Every group here, optionally only those in one of ``states`` and of one of
+        ``types`` (both any case, as Kafka; a type no group has matches nothing)."""
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
         error = ErrorCode.coordinator_load_in_progress if self.manager.any_loading \
             else ErrorCode.none
-        return error, [(g.group_id, g.protocol_type or "", g.state.value)
+        return error, [ListedGroup(g.group_id, g.protocol_type or "", g.state.value,
+                                   g.group_type.value)
                        for g in self.manager.all_groups()
                        if not g.is_(GroupState.DEAD)
-                       and (not wanted or g.state.value.lower() in wanted)]
+                       and (not wanted_states or g.state.value.lower() in wanted_states)
+                       and (not wanted_types or g.group_type.value in wanted_types)]
 
     def handle_delete_groups(self, group_ids: Iterable[str]) -> dict[str, ErrorCode]:
         errors: dict[str, ErrorCode] = {}

@@ -51,6 +51,17 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
+class GroupType(Enum):
+    """A group's protocol family (KIP-848's ``group.type``). slog has only classic
+    groups (JoinGroup/SyncGroup); the others are named so that filters by type
+    (ListGroups v5) can be answered."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+    SHARE = "share"
+    STREAMS = "streams"
+
+
 class IllegalStateTransition(SlogError, RuntimeError):
     pass
 
@@ -74,6 +85,8 @@ class GroupSummary:
 
 
 class GroupMetadata:
+    group_type = GroupType.CLASSIC
+
     def __init__(self, group_id: str, state: GroupState = GroupState.EMPTY, *,
                  now_ms: int = 0):
         self.group_id = group_id

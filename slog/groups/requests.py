@@ -58,3 +58,6 @@ class OffsetCommitRequest:
     group_instance_id: str | None
     generation_id: int
     offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    # v9+ (KIP-848): a member's commit to a group that does not exist is
+    # GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION.
+    report_unknown_group: bool = False

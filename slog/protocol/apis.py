@@ -150,14 +150,19 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.SYNC_GROUP, 0, 5),
     (ApiKey.HEARTBEAT, 0, 4),
     (ApiKey.LEAVE_GROUP, 0, 5),
-    # kio: 2-10. v9 is KIP-848 (new consumer protocol), v10 topic ids.
-    (ApiKey.OFFSET_COMMIT, 2, 8),
-    # kio: 1-10. v9 is KIP-848 member epochs, v10 topic ids.
-    (ApiKey.OFFSET_FETCH, 1, 8),
-    # kio: 0-6. v6 adds per-group error messages (KIP-1043).
-    (ApiKey.DESCRIBE_GROUPS, 0, 5),
-    # kio: 0-5. v5 adds group-type filtering (KIP-848).
-    (ApiKey.LIST_GROUPS, 0, 4),
+    # v9 (KIP-848) carries a classic group's generation or a consumer group's
+    # member epoch (slog has only classic groups) and answers GROUP_ID_NOT_FOUND
+    # for a member's commit to an unknown group; v10 names topics by id.
+    (ApiKey.OFFSET_COMMIT, 2, 10),
+    # v9 adds member id and epoch, which only consumer groups check; v10 names
+    # topics by id (an unknown id is UNKNOWN_TOPIC_ID).
+    (ApiKey.OFFSET_FETCH, 1, 10),
+    # v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with an error
+    # message (Dead with no error before).
+    (ApiKey.DESCRIBE_GROUPS, 0, 6),
+    # v4 filters by state, v5 by group type (KIP-848) and reports each group's
+    # type: slog's groups are all "classic".
+    (ApiKey.LIST_GROUPS, 0, 5),
     (ApiKey.DELETE_GROUPS, 0, 2),
     (ApiKey.OFFSET_DELETE, 0, 0),
     # KIP-546. v1 is the flexible version of v0.

@@ -288,8 +288,12 @@ def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
 
 
 def _offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    # Same shape as ListOffsets: topics → partitions with an error code each.
-    return _list_offsets(cls, req, e, v)
+    # Topics → partitions with an error code each; v10 names topics by id.
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        ((_topic_key(t, "name"), ({"partition_index": p.partition_index, "error_code": e}
+                                  for p in t.partitions))
+         for t in req.topics)))
 
 
 def _offset_fetch(cls: type, req: Any, e: ErrorCode, v: int) -> Entity | None:

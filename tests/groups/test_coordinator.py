@@ -93,12 +93,13 @@ class Harness:
             result.generation_id if generation is None else generation))
 
     def commit(self, group: str, member: str, generation: int,
-               offsets: dict[tuple[str, int], int], metadata: str = "") -> dict[Any, ErrorCode]:
+               offsets: dict[tuple[str, int], int], metadata: str = "", *,
+               version: int = 8) -> dict[Any, ErrorCode]:
         box = Box()
         self.coordinator.handle_commit_offsets(OffsetCommitRequest(
             group, member, None, generation,
             {tp: OffsetAndMetadata(o, -1, metadata, 1_700_000_000_000)
-             for tp, o in offsets.items()}), box)
+             for tp, o in offsets.items()}, report_unknown_group=version >= 9), box)
         return box.value
 
     def advance(self, ms: float) -> None:
@@ -275,6 +276,10 @@ def test_commit_rules(h: Harness) -> None:
     assert h.commit("solo", "", -1, {tp: 5}) == {tp: ErrorCode.none}
     assert h.coordinator.handle_fetch_offsets("solo", [tp])[1][tp].offset == 5  # type: ignore[union-attr]
     assert h.commit("never-seen", "m", 3, {tp: 5}) == {tp: ErrorCode.illegal_generation}
+    # v9 (KIP-848) names the problem; a simple consumer's commit still creates the group.
+    assert h.commit("never-seen", "m", 3, {tp: 5}, version=9) == \
+        {tp: ErrorCode.group_id_not_found}
+    assert h.commit("solo-v9", "", -1, {tp: 6}, version=9) == {tp: ErrorCode.none}
     a, b = stable_pair(h)
     assert h.commit("g", "", -1, {tp: 1}) == {tp: ErrorCode.unknown_member_id}
     assert h.commit("g", "stranger", 2, {tp: 1}) == {tp: ErrorCode.unknown_member_id}
@@ -286,6 +291,29 @@ def test_commit_rules(h: Harness) -> None:
     assert h.commit("g", b.member_id, 2, {tp: 8}) == {tp: ErrorCode.none}
     error, offsets = h.coordinator.handle_fetch_offsets("g", None)
     assert error is ErrorCode.none and offsets[tp].offset == 8  # type: ignore[union-attr]
+
+
+def test_list_groups_by_state_and_type(h: Harness) -> None:
+    stable_pair(h)
+    h.commit("simple", "", -1, {("t", 0): 1})
+    everything = h.coordinator.handle_list_groups()
+    assert everything == (ErrorCode.none, [("g", "consumer", "Stable", "classic"),
+                                           ("simple", "", "Empty", "classic")])
+    # Both filters ignore case, as Kafka's; a type no group has matches nothing.
+    assert h.coordinator.handle_list_groups(types=["CLASSIC"]) == everything
+    assert h.coordinator.handle_list_groups(["stable"], ["Classic"])[1] == [everything[1][0]]
+    for other in ("consumer", "share", "streams", "no-such-type"):
+        assert h.coordinator.handle_list_groups(types=[other]) == (ErrorCode.none, [])
+    assert h.coordinator.handle_list_groups(["empty"], ["consumer", "classic"])[1] == \
+        [everything[1][1]]
+
+
+def test_describing_a_group_that_does_not_exist(h: Harness) -> None:
+    assert h.coordinator.handle_describe_group("missing")[0] is ErrorCode.group_id_not_found
+    h.commit("old", "", -1, {("t", 0): 3})
+    assert h.coordinator.handle_describe_group("old")[1].state == "Empty"
+    h.coordinator.handle_delete_groups(["old"])
+    assert h.coordinator.handle_describe_group("old")[0] is ErrorCode.group_id_not_found
 
 
 def test_commit_while_completing_the_rebalance(h: Harness) -> None:

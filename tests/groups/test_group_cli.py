@@ -72,6 +72,10 @@ def test_list_and_describe(broker: BrokerProcess) -> None:
         assert listed[group]["state"] == "Stable" and listed[idle]["state"] == "Empty"
         stable = cli_json(broker, "group", "list", "--state", "stable")
         assert group in {g["group"] for g in stable} and idle not in {g["group"] for g in stable}
+        assert {listed[group]["type"], listed[idle]["type"]} == {"classic"}
+        classic = {g["group"] for g in cli_json(broker, "group", "list", "--type", "Classic")}
+        assert {group, idle} <= classic
+        assert cli_json(broker, "group", "list", "--type", "consumer,share") == []
 
         rows = cli_json(broker, "group", "describe", group)
         by_partition = {r["partition"]: r for r in rows}

@@ -172,6 +172,17 @@ def test_topics_named_by_id_are_checked_under_their_names() -> None:
     fetch = _request(replica_state=_request(replica_id=-1),
                      topics=[_request(topic_id="id-payments")])
     assert denial(ApiKey.FETCH, fetch, check, lambda: False, names.get) == TOPIC_DENIED
+    # OffsetCommit v10 / OffsetFetch v10 (KIP-848) too, after the group's own check.
+    allowed |= {(Operation.READ, G, "g"), (Operation.DESCRIBE, T, "orders"),
+                (Operation.DESCRIBE, G, "g")}
+    commit = _request(group_id="g", topics=[_request(topic_id="id-orders")])
+    assert denial(ApiKey.OFFSET_COMMIT, commit, check, lambda: False, names.get) is None
+    commit.topics.append(_request(topic_id="id-payments"))
+    assert denial(ApiKey.OFFSET_COMMIT, commit, check, lambda: False, names.get) == TOPIC_DENIED
+    offsets = _request(groups=[_request(group_id="g", topics=[_request(topic_id="id-orders")])])
+    assert denial(ApiKey.OFFSET_FETCH, offsets, check, lambda: False, names.get) is None
+    offsets.groups[0].topics.append(_request(topic_id="id-payments"))
+    assert denial(ApiKey.OFFSET_FETCH, offsets, check, lambda: False, names.get) == TOPIC_DENIED
 
 
 def test_describe_log_dirs_needs_describe_on_the_cluster() -> None:

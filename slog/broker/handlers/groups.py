@@ -185,15 +185,26 @@ def _known(ctx: RequestContext, topic: str, partition: int) -> bool:
     return entry is not None and partition in entry.partitions
 
 
+def _topic_name(ctx: RequestContext, topic: Any) -> str | None:
+    """The topic a request's entry names: by name, or from v10 on by id (KIP-848's
+    OffsetCommit/OffsetFetch); None for an id no topic has."""
+    if hasattr(topic, "name"):
+        return str(topic.name)
+    return ctx.broker.image.topic_name(topic.topic_id)
+
+
 async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
     now = int(time.time() * 1000)
     retention = millis(getattr(request, "retention_time", None), -1)
     expire = now + retention if retention >= 0 else None
+    named = [(topic, _topic_name(ctx, topic)) for topic in request.topics]
     offsets: dict[TopicPartition, OffsetAndMetadata] = {}
     errors: dict[TopicPartition, ErrorCode] = {}
-    for topic in request.topics:
+    for topic, name in named:
+        if name is None:
+            continue  # answered UNKNOWN_TOPIC_ID below
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
+            tp = (name, p.partition_index)
             if not _known(ctx, *tp):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -201,21 +212,25 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
                 p.committed_offset, getattr(p, "committed_leader_epoch", NO_EPOCH),
                 p.committed_metadata or "", now, expire)
     if offsets:
+        # v9's generation_id_or_member_epoch is the generation for a classic group.
         commit = OffsetCommitRequest(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-            request.generation_id_or_member_epoch, offsets)
+            request.generation_id_or_member_epoch, offsets,
+            report_unknown_group=ctx.version >= 9)
         committed: dict[TopicPartition, ErrorCode] = await _answer(
             lambda cb: _coordinator(ctx).handle_commit_offsets(commit, cb))
         errors.update(committed)
     return {"throttle_time": 0, "topics": [
-        {"name": t.name, "partitions": [
+        {"name": name, "topic_id": getattr(t, "topic_id", None), "partitions": [
             {"partition_index": p.partition_index,
-             "error_code": errors.get((t.name, p.partition_index), ErrorCode.none)}
+             "error_code": ErrorCode.unknown_topic_id if name is None
+             else errors.get((name, p.partition_index), ErrorCode.none)}
             for p in t.partitions]}
-        for t in request.topics]}
+        for t, name in named]}
 
 
-def _fetched_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
+def _fetched_topics(ctx: RequestContext,
+                    offsets: dict[TopicPartition, OffsetAndMetadata | None],
                     partition_error: ErrorCode = ErrorCode.none) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in offsets.items():
@@ -225,16 +240,34 @@ def _fetched_topics(offsets: dict[TopicPartition, OffsetAndMetadata | None],
             "committed_leader_epoch": NO_EPOCH if value is None else value.leader_epoch,
             "metadata": "" if value is None else value.metadata,
             "error_code": partition_error})
-    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+    image = ctx.broker.image.topics
+    answered = [{"name": name, "topic_id": image[name].topic_id if name in image else None,
+                 "partitions": parts} for name, parts in topics.items()]
+    if ctx.version >= 10:
+        # Topics by id: one without an id (deleted since) cannot be named in the answer.
+        answered = [t for t in answered if t["topic_id"] is not None]
+    return answered
+
+
+def _unknown_ids(topics: Any) -> list[dict[str, Any]]:
+    """v10's answer for topics requested by an id no topic has."""
+    return [{"topic_id": t.topic_id, "partitions": [
+        {"partition_index": p, "committed_offset": NO_OFFSET, "metadata": "",
+         "error_code": ErrorCode.unknown_topic_id} for p in t.partition_indexes]}
+        for t in topics]
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
-    wanted = None if topics is None else \
-        [(t.name, p) for t in topics for p in t.partition_indexes]
+    # v9's member id and epoch only concern consumer groups: a classic group's
+    # offsets are fetched as before (Kafka ignores them too).
+    named = None if topics is None else [(t, _topic_name(ctx, t)) for t in topics]
+    wanted = None if named is None else \
+        [(name, p) for t, name in named if name is not None for p in t.partition_indexes]
+    unknown = _unknown_ids(t for t, name in named or () if name is None)
     error, offsets = _coordinator(ctx).handle_fetch_offsets(group_id, wanted)
     if error is not ErrorCode.none:
         if ctx.version < 2:  # no top-level error yet: every partition carries it
-            return {"topics": _fetched_topics(dict.fromkeys(wanted or ()), error),
+            return {"topics": _fetched_topics(ctx, dict.fromkeys(wanted or ()), error),
                     "error_code": error}
         return {"topics": [], "error_code": error}
     if wanted is None:
@@ -242,7 +275,7 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
         # Kafka does; named topics were checked before the handler ran).
         offsets = {tp: offset for tp, offset in offsets.items()
                    if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
-    return {"topics": _fetched_topics(offsets), "error_code": NONE}
+    return {"topics": _fetched_topics(ctx, offsets) + unknown, "error_code": NONE}
 
 
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
@@ -269,11 +302,17 @@ async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 # -- DescribeGroups / ListGroups / DeleteGroups ----------------------------------------------
-def _described(group_id: str, error: ErrorCode, summary: GroupSummary, operations: int
-               ) -> dict[str, Any]:
+def _described(group_id: str, error: ErrorCode, summary: GroupSummary, operations: int,
+               version: int) -> dict[str, Any]:
+    message = None
+    if error is ErrorCode.group_id_not_found:
+        if version < 6:  # before KIP-1043 an unknown group is described as Dead
+            error = ErrorCode.none
+        else:
+            message = f"group {group_id!r} does not exist"
     failed = error is not ErrorCode.none
     return {
-        "error_code": error, "group_id": group_id,
+        "error_code": error, "error_message": message, "group_id": group_id,
         "group_state": "" if failed else summary.state,
         "protocol_type": "" if failed else summary.protocol_type,
         "protocol_data": "" if failed else summary.protocol,
@@ -292,15 +331,17 @@ async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     return {"throttle_time": 0, "groups": [
         _described(g, *coordinator.handle_describe_group(g),
                    authorized_operations(ctx.allowed, ResourceType.GROUP, g)
-                   if with_operations else NOT_REQUESTED)
+                   if with_operations else NOT_REQUESTED, ctx.version)
         for g in request.groups]}
 
 
 async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    error, groups = _coordinator(ctx).handle_list_groups(getattr(request, "states_filter", ()))
+    error, groups = _coordinator(ctx).handle_list_groups(
+        getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
     return {"throttle_time": 0, "error_code": error, "groups": [
-        {"group_id": g, "protocol_type": t, "group_state": s} for g, t, s in groups
-        if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g)]}  # Kafka filters by ACL
+        {"group_id": g.group_id, "protocol_type": g.protocol_type,
+         "group_state": g.state, "group_type": g.group_type} for g in groups
+        if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]}  # as Kafka
 
 
 async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
