@@ -113,3 +113,26 @@ class WakingDueSchedule(DueSchedule[K]):
         except TimeoutError:
             return
         await asyncio.sleep(self._granularity_s)
+
+
+class Wakeup:
+    """A loop's sleep that ends early when someone knows there is work: whoever
+    changes what the loop looks at sets it; a set during the work is kept, so
+    the next sleep ends at once."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def sleep(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s``; True when woken. Call before the work it wakes."""
+        try:
+            if not self._event.is_set():
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self._event.clear()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slog.core.config import BrokerConfig
-from slog.core.due import DueSchedule, WakingDueSchedule
+from slog.core.due import DueSchedule, Wakeup, WakingDueSchedule
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
 from slog.core.metadata import PartitionState
@@ -275,3 +275,20 @@ def test_the_timer_sleeps_until_the_earliest_deadline() -> None:
     assert 0.45 <= idle < 2.0
     assert 0.09 <= until_a < 0.45
     assert 0.05 <= poked < 0.45
+
+
+def test_a_wakeup_ends_a_sleep_and_keeps_a_set_made_during_the_work() -> None:
+    async def scenario() -> tuple[bool, bool, bool, float]:
+        wakeup = Wakeup()
+        timed_out = await wakeup.sleep(0.05)  # nobody sets it: a timeout
+        asyncio.get_running_loop().call_later(0.05, wakeup.set)
+        started = time.monotonic()
+        woken = await wakeup.sleep(10.0)
+        waited = time.monotonic() - started
+        wakeup.set()  # set while the loop works: the next sleep ends at once
+        again = await wakeup.sleep(10.0)
+        return timed_out, woken, again, waited
+
+    timed_out, woken, again, waited = asyncio.run(scenario())
+    assert (timed_out, woken, again) == (False, True, True)
+    assert waited < 5.0
