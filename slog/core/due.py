@@ -118,21 +118,38 @@ class WakingDueSchedule(DueSchedule[K]):
 class Wakeup:
     """A loop's sleep that ends early when someone knows there is work: whoever
     changes what the loop looks at sets it; a set during the work is kept, so
-    the next sleep ends at once."""
+    the next sleep ends at once.
+
+    A future and a timer rather than ``asyncio.wait_for``: on Python 3.11 a
+    wait_for whose inner wait completes as its task is cancelled returns
+    instead of raising, and a loop woken often then outlives its cancellation.
+    """
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._pending = False
+        self._waiter: asyncio.Future[bool] | None = None
 
     def set(self) -> None:
-        self._event.set()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(True)
+        else:
+            self._pending = True
 
     async def sleep(self, timeout_s: float) -> bool:
         """Sleep up to ``timeout_s``; True when woken. Call before the work it wakes."""
-        try:
-            if not self._event.is_set():
-                await asyncio.wait_for(self._event.wait(), timeout_s)
+        if self._pending:
+            self._pending = False
             return True
-        except TimeoutError:
-            return False
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = loop.call_later(timeout_s, _settle, waiter, False)
+        try:
+            return await waiter
         finally:
-            self._event.clear()
+            timer.cancel()
+            self._waiter = None
+
+
+def _settle(waiter: asyncio.Future[bool], value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)

@@ -92,10 +92,19 @@ class FileLock:
 
 def is_locked(path: Path) -> bool:
     """True if another process holds ``path``'s lock (probe: take it and let go).
-    Opens and closes the file: for a probe asked again and again keep a
-    :class:`FileLock` and ask its :meth:`FileLock.held_by_another`."""
-    probe = FileLock(path)
+
+    The file is opened read-only: brokers watch lock files for a close by a writer
+    (their holder died or let go), which a probe must not look like. For a probe
+    asked again and again, keep a :class:`FileLock` and ask its
+    :meth:`FileLock.held_by_another`."""
     try:
-        return probe.held_by_another()
-    finally:
-        probe.release()
+        handle = open(path)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except (portalocker.LockException, portalocker.AlreadyLocked, BlockingIOError):
+            return True
+        portalocker.unlock(handle)
+        return False

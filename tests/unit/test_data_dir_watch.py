@@ -122,9 +122,9 @@ def test_a_dying_broker_wakes_the_controller_and_probes_do_not(layout: DataDirLa
         probe = liveness.LivenessProbe(layout, me=1)
         try:
             await wakeups.controller.sleep(0.1)  # whatever the fixture's files did
-            for _ in range(5):  # the controller's liveness checks
+            for _ in range(5):  # the controller's liveness checks, and the CLI's probes
                 [_, seen] = probe.observe_all()
-                assert seen.holds_lock
+                assert seen.holds_lock and is_locked(layout.broker(2).alive_lock)
             liveness.beat(layout, 2)  # a heartbeat is only an mtime
             probed = await wakeups.controller.sleep(0.3)
             holder.kill()
