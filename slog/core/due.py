@@ -141,7 +141,8 @@ class Wakeup:
             self._pending = False
             return True
         loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiter = waiter
         timer = loop.call_later(timeout_s, _settle, waiter, False)
         try:
             return await waiter
