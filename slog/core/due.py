@@ -101,9 +101,13 @@ class WakingDueSchedule(DueSchedule[K]):
         if at < self._next_wake:
             self._wakeup.set()
 
-    async def sleep_until_due(self) -> None:
+    async def sleep_until_due(self, also_at: float | None = None) -> None:
+        """Sleep until the earliest deadline, or ``also_at`` if sooner (a deadline the
+        owner keeps outside the schedule)."""
         now = self._clock()
         earliest = self.next_deadline()
+        if also_at is not None and (earliest is None or also_at < earliest):
+            earliest = also_at
         delay_s = self._idle_s if earliest is None else \
             min(self._idle_s, max(self._granularity_s, (earliest - now) / 1000))
         self._next_wake = now + delay_s * 1000

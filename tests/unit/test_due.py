@@ -153,6 +153,8 @@ def test_idle_leaders_park_on_their_followers_sessions(replicas: ReplicaManager)
     partition, session, fetched_at = idle_in_sessions(replicas)
     assert replicas.due_isr_changes(LAG_MS, fetched_at) == []  # caught up as of the fetch
     assert len(replicas._isr_due) == 0 and partition.isr_parked  # nothing to look at
+    # ...but the timer wakes when the session could have gone quiet for the allowed lag
+    assert replicas._parked_deadline_ms(LAG_MS) == pytest.approx(fetched_at + LAG_MS, abs=5)
     assert replicas.due_isr_changes(LAG_MS, now_ms()) == []
     # the session goes quiet for the allowed lag: its followers are late everywhere
     session.last_fetch_ms -= LAG_MS + 50
@@ -260,6 +262,10 @@ def test_the_timer_sleeps_until_the_earliest_deadline() -> None:
         started = clock()
         await due.sleep_until_due()  # until "a"
         slept.append(clock() - started)
+        assert due.pop_due(clock() * 1000) == ["a"]
+        started = clock()
+        await due.sleep_until_due(also_at=clock() * 1000 + 100)  # a deadline kept elsewhere
+        slept.append(clock() - started)
 
         async def poke() -> None:
             await asyncio.sleep(0.05)
@@ -271,9 +277,10 @@ def test_the_timer_sleeps_until_the_earliest_deadline() -> None:
         slept.append(clock() - started)
         return slept
 
-    idle, until_a, poked = asyncio.run(scenario())
+    idle, until_a, until_also, poked = asyncio.run(scenario())
     assert 0.45 <= idle < 2.0
     assert 0.09 <= until_a < 0.45
+    assert 0.09 <= until_also < 0.45
     assert 0.05 <= poked < 0.45
 
 
