@@ -18,6 +18,7 @@ from typing import Any
 
 from slog.broker import liveness
 from slog.broker.controller_channel import ControllerChannel
+from slog.broker.data_dir_watch import DataDirWakeups
 from slog.broker.forwarding import FORWARD_TIMEOUT_S
 from slog.broker.handlers.cluster import topic_entry
 from slog.broker.metadata_cache import MetadataResponseCache
@@ -54,7 +55,10 @@ from slog.replication.throttle import ReplicationThrottle
 
 log = logging.getLogger("slog.broker")
 
-CONTROLLER_POLL_S = 0.25
+CONTROLLER_POLL_S = 0.25  # liveness and the controller lock, when the data dir is not watched
+# With a watch, the loops wake on change; this is only their safety net, in case a
+# notice is ever missed (none is known to be).
+WATCHED_RECHECK_S = 2.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 ALIVE_LOCK_ATTEMPTS = 10  # probes (is_locked) hold the lock for microseconds
 LOG_FLUSH_CHECK_S = 1.0
@@ -95,7 +99,11 @@ class Broker:
         self.cluster_id = ""
         self.controller: Controller | None = None
         self._alive_lock = FileLock(self.layout.broker(self.broker_id).alive_lock)
-        self._heartbeat = liveness.HeartbeatThread(self.layout, self.broker_id)
+        self._session_timeout_s = config.get_int("broker.session.timeout.ms") / 1000
+        self._heartbeat = liveness.HeartbeatThread(
+            self.layout, self.broker_id, liveness.heartbeat_interval_s(self._session_timeout_s))
+        self._liveness = liveness.LivenessProbe(self.layout, me=self.broker_id)
+        self.wakeups = DataDirWakeups(self.layout)  # what ends the loops' sleeps
         self._opened_at = time.monotonic()  # for the "caught up after" log line
         self._controller_lock = FileLock(self.layout.controller_lock)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
@@ -192,6 +200,8 @@ class Broker:
         self.metadata_cache.invalidate(delta)
         if changed:
             self.replicas.apply_image(self.image, delta)
+            if self.controller is not None:
+                self.wakeups.controller.set()  # reassignment steps follow ISR changes
         deleted = topics_before - set(self.image.topics)
         if deleted:
             self.groups.remove_offsets_of_deleted_topics(deleted)
@@ -235,35 +245,55 @@ class Broker:
         self.register_live_brokers()
         return True
 
-    def register_live_brokers(self) -> None:
-        """Controller: register healthy brokers, fence dead/paused ones, drain stopping ones."""
+    def register_live_brokers(self) -> float:
+        """Controller: register healthy brokers, fence dead/paused ones, drain stopping ones.
+        Returns the seconds until the next check is due, if nothing wakes it before."""
         assert self.controller is not None
-        timeout_s = self.config.get_int("broker.session.timeout.ms") / 1000
+        timeout_s = self._session_timeout_s
         statuses = []
-        for seen in liveness.observe_all(self.layout, me=self.broker_id):
+        now = time.time()
+        next_check = time.monotonic() + WATCHED_RECHECK_S
+        for seen in self._liveness.observe_all():
             if seen.info is None and not seen.starting:
                 continue  # never started: nothing to register or fence
+            problem = seen.problem(timeout_s)
+            if problem is not None and seen.holds_lock:
+                # Paused, or between its lock and its files: when it goes on, only
+                # an mtime changes, which wakes no one. Look again as often as before.
+                next_check = min(next_check, time.monotonic() + CONTROLLER_POLL_S)
+            stale_at = seen.heartbeat_deadline(timeout_s, now)
+            if problem is None and stale_at is not None:
+                next_check = min(next_check, time.monotonic() + stale_at - now)
             # A starting broker may not know its port yet, but its previous run's
             # registration must be fenced now, not after a long log recovery.
             host, port, incarnation = (seen.info.host, seen.info.port, seen.info.incarnation) \
                 if seen.info is not None else ("", 0, "")
             statuses.append(BrokerStatus(
-                seen.broker_id, host, port, incarnation, problem=seen.problem(timeout_s),
+                seen.broker_id, host, port, incarnation, problem=problem,
                 shutting_down=seen.shutting_down, starting=seen.starting,
                 rack=seen.info.rack if seen.info is not None else None,
                 endpoints=tuple(Endpoint.from_record(e) for e in seen.info.listeners)
                 if seen.info is not None else ()))
         self.controller.sync_liveness(statuses)
         self.controller.tick()  # reassignment steps, auto leader rebalance
+        next_check = min(next_check, self.controller.next_tick_due())
+        return max(0.0, next_check - time.monotonic())
 
     async def _controller_loop(self) -> None:
+        """Controller duty: take the lock when it is free; on the controller, the
+        liveness check. Woken by the data dir watch; without one, every 250 ms."""
         while True:
+            wait_s = CONTROLLER_POLL_S
             try:
                 if self.try_become_controller():
-                    self.register_live_brokers()
+                    due_s = self.register_live_brokers()
+                    if self.wakeups.liveness_watched:
+                        wait_s = due_s
+                elif self.wakeups.liveness_watched:
+                    wait_s = WATCHED_RECHECK_S  # controller.lock's close wakes us
             except Exception:  # never let a bad tick kill the broker
                 log.exception("controller tick failed")
-            await asyncio.sleep(CONTROLLER_POLL_S)
+            await self.wakeups.controller.sleep(wait_s)
 
     async def alter_isr(self, proposals: Sequence[tuple[Partition, tuple[int, ...]]]
                         ) -> list[Exception | None]:
@@ -301,13 +331,16 @@ class Broker:
         return outcomes
 
     async def _metadata_loop(self) -> None:
+        """Apply the metadata log as it grows: woken by the data dir watch at each
+        append; without one, every metadata.poll.interval.ms."""
         interval = self.config.get_int("metadata.poll.interval.ms") / 1000
         while True:
             try:
                 self.poll_metadata()
             except Exception:
                 log.exception("applying metadata failed")
-            await asyncio.sleep(interval)
+            await self.wakeups.metadata.sleep(
+                WATCHED_RECHECK_S if self.wakeups.metadata_watched else interval)
 
     async def _log_maintenance_loop(self) -> None:
         """Kafka's periodic log jobs: flush.ms, recovery-point checkpoints, retention,
@@ -345,6 +378,7 @@ class Broker:
         await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, hws)
 
     def start_background_tasks(self) -> None:
+        self.wakeups.start()
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
                  self.replicas.maintain_isr(self.alter_isr), self.groups.run()]
         for coroutine in loops:
@@ -386,6 +420,8 @@ class Broker:
         if self._metadata_writer is not None:
             self._metadata_writer.close()
         self._controller_lock.release()
+        self._liveness.close()
+        self.wakeups.close()
         self._heartbeat.stop()
         self._alive_lock.release()
         log.info("broker %d stopped cleanly", self.broker_id)

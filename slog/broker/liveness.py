@@ -10,6 +10,8 @@ to move leadership away before a clean stop (controlled shutdown).
 The heartbeat comes from a thread, not from the event loop: a loop busy for
 seconds (applying a metadata image with thousands of partitions) is busy,
 not dead. SIGSTOP still stops every thread, so a paused broker goes stale.
+It beats every ``broker.session.timeout.ms / 8``, at most once a second (Kafka's
+brokers heartbeat every 2 s against a 9 s session): eight chances per session.
 
 ``brokers/<id>/starting`` exists from the moment a broker takes its lock
 until it has caught up with the metadata log and created its replicas. The
@@ -27,12 +29,17 @@ import time
 from dataclasses import dataclass
 
 from slog.core.datadir import BrokerInfo, known_broker_ids, read_broker_info
-from slog.core.locks import is_locked
+from slog.core.locks import FileLock, is_locked
 from slog.core.names import DataDirLayout
 
 log = logging.getLogger("slog.broker")
 
-HEARTBEAT_INTERVAL_S = 0.25
+HEARTBEAT_INTERVAL_S = 1.0  # the longest; shorter sessions beat more often
+BEATS_PER_SESSION = 8
+
+
+def heartbeat_interval_s(session_timeout_s: float) -> float:
+    return min(HEARTBEAT_INTERVAL_S, session_timeout_s / BEATS_PER_SESSION)
 
 
 def beat(layout: DataDirLayout, broker_id: int) -> None:
@@ -45,11 +52,13 @@ def beat(layout: DataDirLayout, broker_id: int) -> None:
 
 
 class HeartbeatThread:
-    """Touches the heartbeat every ``HEARTBEAT_INTERVAL_S`` whatever the event loop does."""
+    """Touches the heartbeat every ``interval_s`` whatever the event loop does."""
 
-    def __init__(self, layout: DataDirLayout, broker_id: int):
+    def __init__(self, layout: DataDirLayout, broker_id: int,
+                 interval_s: float = HEARTBEAT_INTERVAL_S):
         self._layout = layout
         self._broker_id = broker_id
+        self._interval_s = interval_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{broker_id}",
                                         daemon=True)
@@ -65,12 +74,12 @@ class HeartbeatThread:
 
     def _run(self) -> None:
         failing = False
-        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
+        while not self._stop.wait(self._interval_s):
             try:
                 beat(self._layout, self._broker_id)
                 failing = False
             except OSError as exc:
-                if not failing:  # once per failure streak, not four times a second
+                if not failing:  # once per failure streak, not at every beat
                     log.warning("cannot write heartbeat: %s", exc)
                 failing = True
 
@@ -97,13 +106,29 @@ class BrokerObservation:
     def healthy(self, session_timeout_s: float) -> bool:
         return self.problem(session_timeout_s) is None
 
+    def heartbeat_deadline(self, session_timeout_s: float, now: float) -> float | None:
+        """When (``time.time()``) this broker's heartbeat goes stale if it stops
+        now; None when its heartbeat is not judged (gone, starting, or this broker)."""
+        if not self.holds_lock or self.starting or self.info is None \
+                or self.heartbeat_age_s == float("inf"):
+            return None
+        return now - self.heartbeat_age_s + session_timeout_s
 
-def observe(layout: DataDirLayout, broker_id: int, *, me: int) -> BrokerObservation:
+
+def observe(layout: DataDirLayout, broker_id: int, *, me: int,
+            lock: FileLock | None = None) -> BrokerObservation:
+    """What broker ``broker_id``'s files say. ``lock``: a probe kept for that broker's
+    alive.lock (see :class:`LivenessProbe`); without it the file is opened for once."""
     # broker.json before the marker: a broker writes them in the other order,
     # so seeing its info and then no marker means it really has caught up.
     info = read_broker_info(layout, broker_id)
     starting = layout.broker(broker_id).starting.exists()
-    holds_lock = broker_id == me or is_locked(layout.broker(broker_id).alive_lock)
+    if broker_id == me:
+        holds_lock = True
+    elif lock is not None:
+        holds_lock = lock.held_by_another()
+    else:
+        holds_lock = is_locked(layout.broker(broker_id).alive_lock)
     try:
         age = time.time() - layout.broker(broker_id).heartbeat.stat().st_mtime
     except FileNotFoundError:
@@ -116,3 +141,32 @@ def observe(layout: DataDirLayout, broker_id: int, *, me: int) -> BrokerObservat
 
 def observe_all(layout: DataDirLayout, *, me: int) -> list[BrokerObservation]:
     return [observe(layout, broker_id, me=me) for broker_id in known_broker_ids(layout)]
+
+
+class LivenessProbe:
+    """The controller's :func:`observe_all`, asked at every liveness check: each
+    other broker's alive.lock stays open between checks, so a check closes no
+    file. Brokers watch those files for a close (a broker died or stopped), and
+    a probe that closed them would wake its own watch."""
+
+    def __init__(self, layout: DataDirLayout, me: int):
+        self._layout = layout
+        self._me = me
+        self._locks: dict[int, FileLock] = {}
+
+    def observe_all(self) -> list[BrokerObservation]:
+        seen = []
+        for broker_id in known_broker_ids(self._layout):
+            lock = None
+            if broker_id != self._me:
+                lock = self._locks.get(broker_id)
+                if lock is None:
+                    lock = self._locks[broker_id] = \
+                        FileLock(self._layout.broker(broker_id).alive_lock)
+            seen.append(observe(self._layout, broker_id, me=self._me, lock=lock))
+        return seen
+
+    def close(self) -> None:
+        for lock in self._locks.values():
+            lock.release()
+        self._locks.clear()

@@ -194,10 +194,15 @@ class KafkaServer:
         self._connections.discard(conn)
 
     async def _sweep_idle(self) -> None:
+        """Close connections idle for connections.max.idle.ms. Sleeps until the
+        longest-quiet connection could reach it (10 minutes for a new one), at least
+        ``period``: an idle broker's connections (replica fetches) are never due."""
         loop = asyncio.get_running_loop()
         period = min(1.0, max(0.01, self.idle_s / 4))
         while True:
-            await asyncio.sleep(period)
+            now = loop.time()
+            quiet_since = min((c.last_active for c in self._connections), default=now)
+            await asyncio.sleep(max(period, quiet_since + self.idle_s - now))
             limit = loop.time() - self.idle_s
             for conn in [c for c in self._connections if c.idle_since(limit)]:
                 log.debug("closing idle connection %s", conn.peer)
@@ -247,6 +252,10 @@ class _Connection:
                                                     self._handshake_expired)
         loop.add_reader(self._fd, self._on_readable)
         self.task = loop.create_task(self._serve(), name=f"kafka-connection {peer}")
+
+    @property
+    def last_active(self) -> float:
+        return self._last_active
 
     def idle_since(self, limit: float) -> bool:
         return not self._busy and not self._frames and self._last_active < limit

@@ -171,7 +171,7 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "offset.metadata.max.bytes": ("4096", _int(0)),
     "log.cleaner.enable": ("true", _bool),
     "log.cleaner.backoff.ms": ("15000", _int(0)),
-    "metadata.poll.interval.ms": ("50", _int(1)),
+    "metadata.poll.interval.ms": ("50", _int(1)),  # only where the data dir cannot be watched
     # Client quotas (slog.broker.quotas): the samples of the window rates are measured over.
     "quota.window.num": ("11", _int(2)),
     "quota.window.size.seconds": ("1", _int(1)),

@@ -101,9 +101,13 @@ class WakingDueSchedule(DueSchedule[K]):
         if at < self._next_wake:
             self._wakeup.set()
 
-    async def sleep_until_due(self) -> None:
+    async def sleep_until_due(self, also_at: float | None = None) -> None:
+        """Sleep until the earliest deadline, or ``also_at`` if sooner (a deadline the
+        owner keeps outside the schedule)."""
         now = self._clock()
         earliest = self.next_deadline()
+        if also_at is not None and (earliest is None or also_at < earliest):
+            earliest = also_at
         delay_s = self._idle_s if earliest is None else \
             min(self._idle_s, max(self._granularity_s, (earliest - now) / 1000))
         self._next_wake = now + delay_s * 1000
@@ -113,3 +117,44 @@ class WakingDueSchedule(DueSchedule[K]):
         except TimeoutError:
             return
         await asyncio.sleep(self._granularity_s)
+
+
+class Wakeup:
+    """A loop's sleep that ends early when someone knows there is work: whoever
+    changes what the loop looks at sets it; a set during the work is kept, so
+    the next sleep ends at once.
+
+    A future and a timer rather than ``asyncio.wait_for``: on Python 3.11 a
+    wait_for whose inner wait completes as its task is cancelled returns
+    instead of raising, and a loop woken often then outlives its cancellation.
+    """
+
+    def __init__(self) -> None:
+        self._pending = False
+        self._waiter: asyncio.Future[bool] | None = None
+
+    def set(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(True)
+        else:
+            self._pending = True
+
+    async def sleep(self, timeout_s: float) -> bool:
+        """Sleep up to ``timeout_s``; True when woken. Call before the work it wakes."""
+        if self._pending:
+            self._pending = False
+            return True
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiter = waiter
+        timer = loop.call_later(timeout_s, _settle, waiter, False)
+        try:
+            return await waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+
+def _settle(waiter: asyncio.Future[bool], value: bool) -> None:
+    if not waiter.done():
+        waiter.set_result(value)

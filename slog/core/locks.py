@@ -17,46 +17,94 @@ from slog.core.names import make_private_dir
 
 
 class FileLock:
-    """A non-blocking exclusive lock on one file, held until :meth:`release`."""
+    """A non-blocking exclusive lock on one file, held until :meth:`release`.
+
+    A failed attempt keeps its file open for the next one: brokers watch the
+    data dir for the close of a lock file (its holder died or let go), and a
+    waiter that opened and closed the file at every try would wake the others,
+    which would wake it back.
+    """
 
     def __init__(self, path: Path):
         self.path = path
         self._handle: IO[str] | None = None
+        self._held = False
 
     @property
     def held(self) -> bool:
-        return self._handle is not None
+        return self._held
 
     def try_acquire(self) -> bool:
-        if self._handle is not None:
+        if self._held:
             return True
-        make_private_dir(self.path.parent)
-        handle = open(self.path, "a+")  # noqa: SIM115 - kept open while the lock is held
-        os.chmod(self.path, 0o600)
+        handle = self._open()
         try:
             portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
         except (portalocker.LockException, portalocker.AlreadyLocked, BlockingIOError):
-            handle.close()
             return False
-        self._handle = handle
+        self._held = True
         return True
 
+    def held_by_another(self) -> bool:
+        """True if another process holds the lock: take it and let go at once (the
+        holder may be restarting and retries). No file, no holder."""
+        if self._held:
+            return False
+        if not self.path.exists():
+            return False
+        if not self.try_acquire():
+            return True
+        self._unlock()
+        return False
+
     def release(self) -> None:
+        """Let go of the lock (if held) and close the file."""
         if self._handle is None:
             return
         try:
-            portalocker.unlock(self._handle)
+            self._unlock()
         finally:
             self._handle.close()
             self._handle = None
 
+    def _unlock(self) -> None:
+        if self._held and self._handle is not None:
+            self._held = False
+            portalocker.unlock(self._handle)
+
+    def _open(self) -> IO[str]:
+        """The file, opened once; again if it was replaced (a lock on the old file
+        would not exclude anyone)."""
+        if self._handle is not None:
+            try:
+                if os.stat(self.path).st_ino == os.fstat(self._handle.fileno()).st_ino:
+                    return self._handle
+            except FileNotFoundError:
+                pass
+            self._handle.close()
+            self._handle = None
+        make_private_dir(self.path.parent)
+        handle = open(self.path, "a+")  # noqa: SIM115 - kept open for the next attempt
+        os.chmod(self.path, 0o600)
+        self._handle = handle
+        return handle
+
 
 def is_locked(path: Path) -> bool:
-    """True if another process holds ``path``'s lock (probe: take it and let go)."""
-    if not path.exists():
+    """True if another process holds ``path``'s lock (probe: take it and let go).
+
+    The file is opened read-only: brokers watch lock files for a close by a writer
+    (their holder died or let go), which a probe must not look like. For a probe
+    asked again and again, keep a :class:`FileLock` and ask its
+    :meth:`FileLock.held_by_another`."""
+    try:
+        handle = open(path)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
         return False
-    probe = FileLock(path)
-    if probe.try_acquire():
-        probe.release()
+    with handle:
+        try:
+            portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
+        except (portalocker.LockException, portalocker.AlreadyLocked, BlockingIOError):
+            return True
+        portalocker.unlock(handle)
         return False
-    return True

@@ -419,6 +419,11 @@ class Controller:
         self.maintain_reassignments()
         self.maybe_rebalance_leaders(time.monotonic())
 
+    def next_tick_due(self) -> float:
+        """When (``time.monotonic()``) a tick has timed work: the leader balance check.
+        Reassignment steps follow metadata changes, which wake the controller anyway."""
+        return self._next_leader_check
+
     # -- topics -------------------------------------------------------------------
     def _live_broker_ids(self) -> list[int]:
         return sorted(b.broker_id for b in self.image.live_brokers())

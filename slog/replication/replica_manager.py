@@ -38,10 +38,9 @@ IsrProposal = tuple[Partition, tuple[int, ...]]
 AlterIsr = Callable[[Sequence[IsrProposal]], Awaitable[Sequence[Exception | None]]]
 LeadershipListener = Callable[[str, int, bool], None]
 ISR_CHECK_INTERVAL_S = 0.25
-# With nothing due, the ISR timer still wakes this often: leaders parked on their
-# followers' sessions are looked at when a session goes quiet (Kafka checks every
-# replica.lag.time.max.ms / 2).
-ISR_IDLE_CHECK_S = 1.0
+# With nothing due the ISR timer sleeps until a session that leaders are parked on
+# could go quiet (its last fetch + replica.lag.time.max.ms), at most this long.
+ISR_IDLE_CHECK_S = 30.0
 # Up to this many new replicas are created on the event loop (cheaper than a thread
 # hop, and a small topic is served as soon as its metadata is applied); more go to a
 # worker thread so that a topic of thousands of partitions does not stall the broker.
@@ -365,7 +364,7 @@ class ReplicaManager:
         """Leaders propose ISR shrinks (laggards) and expansions (caught up), forever."""
         lag_max_ms = self.config.get_int("replica.lag.time.max.ms")
         while True:
-            await self._isr_due.sleep_until_due()
+            await self._isr_due.sleep_until_due(also_at=self._parked_deadline_ms(lag_max_ms))
             try:
                 proposals = self.due_isr_changes(lag_max_ms, _monotonic_ms())
                 if proposals:
@@ -416,6 +415,14 @@ class ReplicaManager:
         partition.isr_parked = True
         for session in sessions:
             self._isr_parked.setdefault(session, set()).add(key)
+
+    def _parked_deadline_ms(self, lag_max_ms: float) -> float | None:
+        """When the quietest session that leaders are parked on could have been quiet
+        for the allowed lag (most have fetched again by then: look again then)."""
+        if not self._isr_parked:
+            return None
+        quietest = min(session.last_fetch_ms for session in self._isr_parked)
+        return quietest + lag_max_ms + ISR_DEADLINE_SLACK_MS
 
     def _wake_parked(self, lag_max_ms: float, now_ms: float) -> None:
         """Partitions parked on a session that has not fetched for the allowed lag are

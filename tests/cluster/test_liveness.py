@@ -17,7 +17,7 @@ import time
 import pytest
 
 from slog.broker.daemon import start_daemon
-from slog.broker.liveness import HEARTBEAT_INTERVAL_S
+from slog.broker.liveness import heartbeat_interval_s
 from slog.client import Admin, NewTopic
 from tests.cluster.conftest import Cluster, wait_until
 
@@ -85,7 +85,7 @@ def test_busy_brokers_stay_registered_paused_and_killed_ones_are_fenced(cluster:
     fenced_after_s = time.monotonic() - stopped_at
     cluster.step(f"paused broker {paused} fenced after {fenced_after_s:.2f} s")
     # its last beat came up to one interval before the pause
-    assert fenced_after_s >= SESSION_TIMEOUT_S - HEARTBEAT_INTERVAL_S
+    assert fenced_after_s >= SESSION_TIMEOUT_S - heartbeat_interval_s(SESSION_TIMEOUT_S)
     assert any(line.startswith(f"fencing broker {paused}: heartbeat ")
                for line in heartbeat_fencings(cluster))
     cluster.resume(paused)

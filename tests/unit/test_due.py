@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from slog.core.config import BrokerConfig
-from slog.core.due import DueSchedule, WakingDueSchedule
+from slog.core.due import DueSchedule, Wakeup, WakingDueSchedule
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager
 from slog.core.metadata import PartitionState
@@ -153,6 +153,8 @@ def test_idle_leaders_park_on_their_followers_sessions(replicas: ReplicaManager)
     partition, session, fetched_at = idle_in_sessions(replicas)
     assert replicas.due_isr_changes(LAG_MS, fetched_at) == []  # caught up as of the fetch
     assert len(replicas._isr_due) == 0 and partition.isr_parked  # nothing to look at
+    # ...but the timer wakes when the session could have gone quiet for the allowed lag
+    assert replicas._parked_deadline_ms(LAG_MS) == pytest.approx(fetched_at + LAG_MS, abs=5)
     assert replicas.due_isr_changes(LAG_MS, now_ms()) == []
     # the session goes quiet for the allowed lag: its followers are late everywhere
     session.last_fetch_ms -= LAG_MS + 50
@@ -260,6 +262,10 @@ def test_the_timer_sleeps_until_the_earliest_deadline() -> None:
         started = clock()
         await due.sleep_until_due()  # until "a"
         slept.append(clock() - started)
+        assert due.pop_due(clock() * 1000) == ["a"]
+        started = clock()
+        await due.sleep_until_due(also_at=clock() * 1000 + 100)  # a deadline kept elsewhere
+        slept.append(clock() - started)
 
         async def poke() -> None:
             await asyncio.sleep(0.05)
@@ -271,7 +277,25 @@ def test_the_timer_sleeps_until_the_earliest_deadline() -> None:
         slept.append(clock() - started)
         return slept
 
-    idle, until_a, poked = asyncio.run(scenario())
+    idle, until_a, until_also, poked = asyncio.run(scenario())
     assert 0.45 <= idle < 2.0
     assert 0.09 <= until_a < 0.45
+    assert 0.09 <= until_also < 0.45
     assert 0.05 <= poked < 0.45
+
+
+def test_a_wakeup_ends_a_sleep_and_keeps_a_set_made_during_the_work() -> None:
+    async def scenario() -> tuple[bool, bool, bool, float]:
+        wakeup = Wakeup()
+        timed_out = await wakeup.sleep(0.05)  # nobody sets it: a timeout
+        asyncio.get_running_loop().call_later(0.05, wakeup.set)
+        started = time.monotonic()
+        woken = await wakeup.sleep(10.0)
+        waited = time.monotonic() - started
+        wakeup.set()  # set while the loop works: the next sleep ends at once
+        again = await wakeup.sleep(10.0)
+        return timed_out, woken, again, waited
+
+    timed_out, woken, again, waited = asyncio.run(scenario())
+    assert (timed_out, woken, again) == (False, True, True)
+    assert waited < 5.0
