@@ -93,6 +93,8 @@ def with_isr(state: PartitionState, isr: tuple[int, ...]) -> PartitionState | No
 def controlled_shutdown(state: PartitionState, broker: int,
                         live: Collection[int]) -> PartitionState | None:
     """Move leadership off ``broker`` before it stops, and take it out of the ISR."""
+    if broker not in state.isr and state.leader != broker:
+        return None  # already done: a new epoch here would be a write for nothing
     others = [r for r in live if r != broker]
     isr = tuple(r for r in state.isr if r != broker)
     if not isr:

@@ -52,6 +52,14 @@ def test_controlled_shutdown_moves_leadership_and_keeps_a_lone_replica() -> None
     assert elections.controlled_shutdown(state(isr=(1,)), 1, live={1, 2, 3}) is None
 
 
+def test_controlled_shutdown_done_once_changes_nothing_more() -> None:
+    # The controller asks again on every liveness pass while the broker drains; a
+    # partition it already left must not get a new epoch (and a metadata write) each time.
+    assert elections.controlled_shutdown(state(isr=(2, 3), leader=2), 1, live={1, 2, 3}) is None
+    after = elections.controlled_shutdown(state(isr=(2, 1), leader=2), 1, live={1, 2, 3})
+    assert after is not None and after.isr == (2,) and after.leader_epoch == 5
+
+
 def test_isr_change_bumps_only_the_partition_epoch() -> None:
     after = elections.with_isr(state(isr=(1, 2)), (1, 2, 3))
     assert after is not None and after.leader_epoch == 5 and after.partition_epoch == 11
