@@ -38,6 +38,7 @@ from slog.protocol.codec import decode_request, encode_response
 from slog.protocol.error_responses import api_versions_fallback_response, error_response
 from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
+from slog.protocol.produce_encoding import encode_produce_response
 from slog.protocol.shapes import shape
 
 if TYPE_CHECKING:
@@ -187,6 +188,9 @@ class Dispatcher:
             return CLOSE_CONNECTION
         if isinstance(result, Encoded):
             return result.buffers
+        if header.api_key == ApiKey.PRODUCE:
+            # One answer per partition batch from librdkafka: written by hand, not via kio.
+            return [encode_produce_response(header, result)]
         body = shape(response_class(header.api_key, header.api_version), result)
         return [encode_response(header, body)]
 

@@ -515,6 +515,7 @@ class PartitionLog:
         """Seal the active segment (trimmed now, fsynced in the background) and
         start one at ``new_base``."""
         active = self._segments[-1]
+        active.reserve_seal_entry()  # a full disk fails here, before anything changed
         segment = LogSegment.create(self._directory, new_base, self._config, now_ms=now_ms)
         fd = active.seal(sync=False)
         self._segments.append(segment)

@@ -181,7 +181,7 @@ class LogSegment:
         """
         if self._fd is None:
             return None
-        self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
+        self._append_seal_entry()
         # Nothing written since the last fsync and no tail to cut: the file is as the
         # disk has it already. Closing ten thousand idle logs cost an fsync each.
         settled = self._size == self._synced_size and self._capacity <= self._size
@@ -201,6 +201,23 @@ class LogSegment:
         os.close(self._fd)
         self._fd = None
         return deferred
+
+    def _append_seal_entry(self) -> None:
+        """Kafka's time-index entry on becoming inactive: the segment's largest
+        timestamp, for lookups without a scan.
+
+        A roll reserved its room (:meth:`reserve_seal_entry`); closing a segment
+        whose appends never needed an index entry allocates it now. Should the disk
+        be full then, the entry is left out: the index is still right without it
+        (timestamp lookups scan on from the entry before, and :meth:`load` finds the
+        largest timestamp again in the batches after the last offset-index entry).
+        """
+        try:
+            self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts,
+                                         skip_full_check=True)
+        except StorageError as exc:
+            logger.warning("%s: no room for the final time-index entry (%s); "
+                           "it is left out", self.log_path, exc)
 
     def close(self) -> None:
         self.seal()
@@ -297,15 +314,19 @@ class LogSegment:
         """Write ``total`` bytes of whole batches at the end.
 
         ``batches`` holds (position within the appended bytes, final header).
-        Space is allocated before writing, so a full disk raises StorageError
-        with nothing changed.
+        Space is allocated before writing, for the bytes and for the index
+        entries they add, so a full disk raises StorageError with nothing changed.
         """
         if self._fd is None:
             raise StorageError(f"segment {self.log_path} is not active")
         start = self._size
         self._ensure_capacity(start + total)
-        self.offset_index.ensure_room(len(batches))
-        self.time_index.ensure_room(len(batches) + 1)  # +1: the entry added on roll
+        entries = self._index_entries_due(batches)
+        if entries:
+            # Only what this append adds: a segment's first append adds none, and a
+            # producer touching a thousand new partitions paid two index files each.
+            self.offset_index.ensure_room(entries)
+            self.time_index.ensure_room(entries)
         _pwritev_all(self._fd, chunks, start, self.log_path)
         if start == 0:
             self._rolling_ts = max(h.max_timestamp for _, h in batches)
@@ -313,6 +334,21 @@ class LogSegment:
             self._index_batch(start + relative, header)
         self._size = start + total
         self._next_offset = batches[-1][1].next_offset
+
+    def _index_entries_due(self, batches: list[tuple[int, BatchHeader]]) -> int:
+        """How many entries (at most) :meth:`_index_batch` adds to each index for ``batches``."""
+        since, interval, due = self._bytes_since_index, self.config.index_interval_bytes, 0
+        for _, header in batches:
+            if since > interval:
+                due += 1
+                since = 0
+            since += header.size
+        return due
+
+    def reserve_seal_entry(self) -> None:
+        """Room for the time-index entry :meth:`seal` adds. A roll takes it before it
+        creates the next segment, so a full disk fails that append with nothing changed."""
+        self.time_index.ensure_room(1)
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
         if header.max_timestamp > self._max_ts:

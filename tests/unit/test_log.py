@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
+import os
 from pathlib import Path
 
 import pytest
@@ -205,6 +207,28 @@ def test_roll_by_size_and_recovery_point(log: PartitionLog) -> None:
     for sealed in segments[:-1]:
         assert sealed.log_path.stat().st_size == sealed.size  # trimmed on roll
     assert log.recovery_point == 40  # everything before the active segment was fsynced
+
+
+def test_a_roll_without_room_for_the_final_time_entry_changes_nothing(
+        log: PartitionLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first append added no index entry, so no index room was taken; the roll
+    # takes the final entry's room before it creates the next segment.
+    log.append(make_sized_batch(0, 3000))
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "posix_fallocate", _refuse_for_a_full_disk)
+        with pytest.raises(StorageError):
+            log.append(make_sized_batch(0, 3000))
+    assert log.log_end_offset == 1
+    assert len(log.segments) == 1 and log.segments[0].is_active
+    assert sorted(p.name for p in (tmp_path / "topic-0").glob("*.log")) == \
+        ["00000000000000000000.log"]
+    log.append(make_sized_batch(0, 3000))  # room again: the roll goes ahead
+    sealed, active = log.segments
+    assert (sealed.time_index.entries, active.base_offset, log.log_end_offset) == (1, 1, 2)
+
+
+def _refuse_for_a_full_disk(fd: int, offset: int, length: int) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def test_roll_by_time(tmp_path: Path, clock: Clock) -> None:

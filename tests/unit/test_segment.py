@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
@@ -285,3 +286,39 @@ def test_a_segment_flushed_then_closed_is_fsynced_once(tmp_path: Path,
     reopened.close()
     assert fsyncs == []
     assert reopened.size == len(b"".join(batches))
+
+
+def test_index_room_is_taken_only_for_the_entries_an_append_adds(tmp_path: Path) -> None:
+    # A producer touching a thousand new partitions allocated two index files each,
+    # though a segment's first append adds no index entry.
+    segment = LogSegment.create(tmp_path, 0, config(index_interval_bytes=300), now_ms=NOW_MS)
+    append(segment, make_sized_batch(0, 1000, timestamp=NOW_MS))
+    assert segment.offset_index.entries == segment.time_index.entries == 0
+    assert segment.offset_index.path.stat().st_size == 0
+    assert segment.time_index.path.stat().st_size == 0
+    append(segment, make_sized_batch(1, 1000, timestamp=NOW_MS + 1))  # 1000 > 300 bytes since
+    assert segment.offset_index.entries == segment.time_index.entries == 1
+    for index in (segment.offset_index, segment.time_index):
+        stat = index.path.stat()
+        assert stat.st_size > 0 and stat.st_blocks * 512 >= stat.st_size  # real blocks
+
+
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "posix_fallocate", refuse)
+
+
+def test_closing_on_a_full_disk_leaves_out_only_the_final_time_entry(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    segment = LogSegment.create(tmp_path, 0, config(), now_ms=NOW_MS)
+    append(segment, make_sized_batch(0, 1000, timestamp=NOW_MS + 7))
+    with monkeypatch.context() as patch:
+        full_disk(patch)
+        segment.close()  # the time index has no room for its final entry, and gets none
+    assert segment.time_index.entries == 0
+    reopened = LogSegment.open(tmp_path, 0, config(), now_ms=NOW_MS)
+    assert reopened.load()  # the indexes are still right without it
+    assert reopened.max_timestamp == NOW_MS + 7
+    assert reopened.next_offset == 1
