@@ -38,7 +38,7 @@ from slog.protocol.codec import decode_request, encode_response
 from slog.protocol.error_responses import api_versions_fallback_response, error_response
 from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
-from slog.protocol.produce_encoding import encode_produce_response
+from slog.protocol.produce_encoding import can_encode, encode_produce_response
 from slog.protocol.shapes import shape
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ class Dispatcher:
             return CLOSE_CONNECTION
         if isinstance(result, Encoded):
             return result.buffers
-        if header.api_key == ApiKey.PRODUCE:
+        if header.api_key == ApiKey.PRODUCE and can_encode(header.api_version, result):
             # One answer per partition batch from librdkafka: written by hand, not via kio.
             return [encode_produce_response(header, result)]
         body = shape(response_class(header.api_key, header.api_version), result)
@@ -203,7 +203,7 @@ class Dispatcher:
         client_id = header.client_id or ""
         # request_percentage: percent-seconds of one thread, so the rate is a percentage.
         throttle_ms = quotas.record(user, client_id, REQUEST_PERCENTAGE, spent_s * 100)
-        if header.api_key == ApiKey.PRODUCE:
+        if header.api_key == ApiKey.PRODUCE and can_encode(header.api_version, result):
             throttle_ms = max(throttle_ms,
                               quotas.record(user, client_id, PRODUCER_BYTE_RATE, size))
         if throttle_ms <= 0:

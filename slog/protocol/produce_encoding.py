@@ -30,6 +30,9 @@ from slog.protocol.headers import RequestHeader, encode_response_header, write_u
 
 MIN_PRODUCE_VERSION = 3
 MAX_PRODUCE_VERSION = 9
+# v10-v12 only add KIP-951's tagged leader hints (and transaction semantics): with no
+# hint to give, their bytes are v9's. v13 names topics by id.
+MAX_UNHINTED_VERSION = 12
 FIRST_FLEXIBLE_VERSION = 9
 FIRST_LOG_START_VERSION = 5
 FIRST_RECORD_ERRORS_VERSION = 8
@@ -42,11 +45,20 @@ _PARTITION_V5 = struct.Struct(">ihqqq")  # ... + log_start_offset
 _NO_TAGS = b"\x00"
 
 
+def can_encode(version: int, result: Mapping[str, Any]) -> bool:
+    """Whether this encoder writes the answer (else kio does): v3-v9, and v10-v12
+    when no partition carries a leader hint."""
+    if MIN_PRODUCE_VERSION <= version <= MAX_PRODUCE_VERSION:
+        return True
+    return MIN_PRODUCE_VERSION <= version <= MAX_UNHINTED_VERSION \
+        and not result.get("node_endpoints")
+
+
 def encode_produce_response(header: RequestHeader, result: Mapping[str, Any]) -> bytes:
     """The framed response (size prefix and response header included)."""
     version = header.api_version
-    if not MIN_PRODUCE_VERSION <= version <= MAX_PRODUCE_VERSION:
-        raise ValueError(f"no hand-written ProduceResponse v{version}")
+    if not can_encode(version, result):
+        raise ValueError(f"no hand-written ProduceResponse v{version} for this answer")
     flexible = version >= FIRST_FLEXIBLE_VERSION
     fixed = _PARTITION_V5 if version >= FIRST_LOG_START_VERSION else _PARTITION
     record_errors = version >= FIRST_RECORD_ERRORS_VERSION

@@ -1,4 +1,4 @@
-"""The hand-written ProduceResponse encoder matches kio byte for byte (v3..v9).
+"""The hand-written ProduceResponse encoder matches kio byte for byte (v3..v12 unhinted).
 
 kio's side is what the dispatcher did before: ``shape`` the handler's dicts into
 the version's dataclasses, then ``encode_response``.
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from slog.protocol import ErrorCode, RequestHeader, decode_response, encode_response
 from slog.protocol.apis import ApiKey, response_class
-from slog.protocol.produce_encoding import encode_produce_response
+from slog.protocol.produce_encoding import can_encode, encode_produce_response
 from slog.protocol.shapes import shape
 
-VERSIONS = range(3, 10)
+VERSIONS = range(3, 13)  # v10-v12: answers without KIP-951 leader hints
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 # Times as the handler gives them: -1 (none), or milliseconds since the epoch.
@@ -84,8 +84,16 @@ def test_the_handlers_answer_decodes_as_kio_reads_it(version: int) -> None:
     assert response.throttle_time.total_seconds() == 0.025
 
 
-@pytest.mark.parametrize("version", [2, 10])
+@pytest.mark.parametrize("version", [2, 13])
 def test_versions_slog_does_not_serve_are_refused(version: int) -> None:
     with pytest.raises(ValueError, match="ProduceResponse"):
         encode_produce_response(RequestHeader(ApiKey.PRODUCE, version, 1, None, 1),
                                 {"responses": []})
+
+
+def test_answers_with_leader_hints_are_left_to_kio() -> None:
+    hinted = {"responses": [], "node_endpoints": [
+        {"node_id": 2, "host": "127.0.0.1", "port": 9093, "rack": None}]}
+    assert can_encode(9, hinted)  # v9 has no field for the hints: they are dropped
+    assert not can_encode(10, hinted) and not can_encode(12, hinted)
+    assert can_encode(12, {"responses": [], "node_endpoints": []})
