@@ -43,9 +43,11 @@ def _produce(cluster: Cluster, topic: str) -> None:
 def test_a_cluster_restarts_on_untyped_records_and_skips_newer_ones(cluster: Cluster) -> None:
     cluster.create_topic("orders", 1, 2)
     _produce(cluster, "orders")
-    epoch = cluster.image().controller_epoch
     for broker_id in sorted(cluster.brokers, reverse=True):
         cluster.stop(broker_id)
+    # After the stops: had broker 2 been the controller, broker 1 took over with a new
+    # epoch when it stopped, and records stamped with the old one would be ignored.
+    epoch = cluster.image().controller_epoch
 
     _append_untyped(cluster, [
         # A topic as the first versions wrote it: no configs, no epochs, no reassignment.
