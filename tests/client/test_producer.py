@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from slog.client import KafkaError, ProduceError, Producer, RecordMetadata
+from slog.client import Admin, KafkaError, ProduceError, Producer, RecordMetadata, TopicPartition
 from slog.client.errors import KafkaTimeoutError
 from tests.client.conftest import read_all
 
@@ -25,6 +25,14 @@ def test_acks_levels_deliver_in_order(bootstrap: str, make_topic: Callable[..., 
     assert producer.idempotent == (acks == "all")
     if acks == 0:
         assert {r.offset for r in results} == {-1}  # nobody told us
+        # ... so nothing says when they are readable: the broker may still be appending
+        # (or, with write.caching=false, syncing) them when read_all asks for the end.
+        with Admin(bootstrap) as admin:
+            tp = TopicPartition(topic, 0)
+            deadline = time.monotonic() + 10
+            while admin.list_offsets({tp: "latest"})[tp].offset < 50:
+                assert time.monotonic() < deadline, "the acks=0 records never became readable"
+                time.sleep(0.05)
     else:
         assert [r.offset for r in results] == list(range(50))
     assert all(isinstance(r, RecordMetadata) and r.topic == topic for r in results)
