@@ -3,7 +3,7 @@
 :class:`Broker` builds all its parts when it is made (nothing is ``None`` for the
 handlers to check); building touches no file. Start-up order matters: take
 ``alive.lock`` (refuse to run twice), recover the logs, replay the metadata log,
-try for the controller lock, then listen.
+try for the controller lease, then listen.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from slog.broker import liveness
 from slog.broker.controller_channel import ControllerChannel
+from slog.broker.controller_election import ControllerElection
 from slog.broker.data_dir_watch import DataDirWakeups
 from slog.broker.forwarding import FORWARD_TIMEOUT_S
 from slog.broker.handlers.cluster import topic_entry
@@ -28,6 +29,7 @@ from slog.broker.security import Security
 from slog.broker.topic_creator import TopicCreator
 from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
+from slog.core.controller_lease import LeaseBusyError
 from slog.core.datadir import (
     BrokerInfo,
     load_or_create_cluster,
@@ -105,7 +107,7 @@ class Broker:
         self._liveness = liveness.LivenessProbe(self.layout, me=self.broker_id)
         self.wakeups = DataDirWakeups(self.layout)  # what ends the loops' sleeps
         self._opened_at = time.monotonic()  # for the "caught up after" log line
-        self._controller_lock = FileLock(self.layout.controller_lock)
+        self._election = ControllerElection(self.layout, self.broker_id, self._session_timeout_s)
         self._metadata_reader = MetadataLogReader(self.layout.metadata_dir)
         self._metadata_writer: MetadataLogWriter | None = None
         # Storage, replication and groups, built here; open() recovers the logs.
@@ -232,18 +234,63 @@ class Broker:
 
     # -- controller duty --------------------------------------------------------------
     def try_become_controller(self) -> bool:
+        """Stay the controller while the lease carries our epoch; else take over if the
+        lease is vacant (see slog.broker.controller_election). True: we lead."""
         if self.controller is not None:
-            return True
-        if not self._controller_lock.try_acquire():
+            if not self.controller.deposed and self._election.leads(self.controller.epoch):
+                return True
+            self._step_down()
+        if self._election.vacancy() is None:
             return False
-        self.poll_metadata()  # the previous controller's last records first
-        self._metadata_writer = MetadataLogWriter(self.layout.metadata_dir)
-        self.controller = Controller(
-            self.config, self._metadata_writer, lambda: self.image, self.poll_metadata
-        )
+        try:
+            # Takeovers and appends are serialised by the append lock: under it,
+            # nobody writes, the lease cannot change, and the log's end is final.
+            with self._election.lease.exclusive(0):
+                reason = self._election.vacancy()  # another standby may have won
+                if reason is None:
+                    return False
+                self.poll_metadata()  # the previous controller's last records first
+                writer = MetadataLogWriter.take_over(
+                    self.layout.metadata_dir, self._election.lease, self.broker_id,
+                    self._election.incarnation, self.image.controller_epoch)
+        except LeaseBusyError:
+            return False  # an append or another takeover is in progress: next tick
+        log.info("broker %d takes over as controller: %s", self.broker_id, reason)
+        self._metadata_writer = writer
+        self.controller = Controller(self.config, writer, lambda: self.image,
+                                     self.poll_metadata, self.wakeups.controller.set)
         self.controller.activate()
         self.register_live_brokers()
         return True
+
+    def _step_down(self) -> None:
+        """The lease passed on (this process was paused, or the disk was slow): leave
+        the metadata log, which the new controller owns, untouched."""
+        assert self.controller is not None and self._metadata_writer is not None
+        lease = self._election.lease.read()
+        holder = f"broker {lease.controller} at epoch {lease.epoch}" if lease else "nobody"
+        log.warning("broker %d is no longer the controller (epoch %d): the lease is %s's",
+                    self.broker_id, self.controller.epoch, holder)
+        self._metadata_writer.abandon()
+        self._metadata_writer = None
+        self.controller = None
+        self._election.resign()
+
+    def _hand_over(self) -> None:
+        """A clean stop of the controller: close the log while the lease is still ours,
+        then release the lease so that a standby takes over at once."""
+        if self.controller is None or self._metadata_writer is None:
+            return
+        try:
+            with self._election.lease.exclusive(CONTROLLER_POLL_S):
+                if self._election.lease.names(self.controller.epoch):
+                    self._metadata_writer.close()
+                    self._election.lease.release()
+                else:
+                    self._metadata_writer.abandon()
+        except LeaseBusyError:  # a takeover is under way: the log is no longer ours
+            self._metadata_writer.abandon()
+        self._metadata_writer = None
 
     def register_live_brokers(self) -> float:
         """Controller: register healthy brokers, fence dead/paused ones, drain stopping ones.
@@ -290,7 +337,9 @@ class Broker:
                     if self.wakeups.liveness_watched:
                         wait_s = due_s
                 elif self.wakeups.liveness_watched:
-                    wait_s = WATCHED_RECHECK_S  # controller.lock's close wakes us
+                    # A dead holder's close of controller.lock or alive.lock wakes
+                    # us; a paused one's lease is looked at when it could expire.
+                    wait_s = self._election.standby_wait_s(WATCHED_RECHECK_S)
             except Exception:  # never let a bad tick kill the broker
                 log.exception("controller tick failed")
             await self.wakeups.controller.sleep(wait_s)
@@ -417,9 +466,8 @@ class Broker:
         self._isr_channel.close()
         self.controller_requests.close()
         self.layout.broker(self.broker_id).shutting_down.unlink(missing_ok=True)
-        if self._metadata_writer is not None:
-            self._metadata_writer.close()
-        self._controller_lock.release()
+        self._hand_over()
+        self._election.close()
         self._liveness.close()
         self.wakeups.close()
         self._heartbeat.stop()

@@ -40,6 +40,7 @@ from slog.protocol.errors import ErrorCode, ProtocolError
 from slog.protocol.headers import RequestHeader, parse_request_header
 from slog.protocol.produce_encoding import can_encode, encode_produce_response
 from slog.protocol.shapes import shape
+from slog.replication.controller import ControllerDeposedError
 
 if TYPE_CHECKING:
     from slog.broker.broker import Broker
@@ -179,6 +180,12 @@ class Dispatcher:
                 self._throttle(header, len(frame), session, timed.spent_s, result)
             else:
                 result = await handling
+        except ControllerDeposedError as exc:
+            # Served as the controller by one that a successor has replaced (it was
+            # paused): nothing was written. The client retries elsewhere.
+            log.warning("%s v%d from %s not served: %s", spec.name, header.api_version, peer,
+                        exc)
+            return CLOSE_CONNECTION
         except Exception:
             log.exception("%s v%d handler failed", spec.name, header.api_version)
             return CLOSE_CONNECTION

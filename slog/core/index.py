@@ -221,9 +221,13 @@ class _Index:
         release_map(self._map)
         self._map = None
 
-    def delete(self) -> None:
+    def abandon(self) -> None:
+        """Unmap without trimming or syncing: another process owns the file now."""
         release_map(self._map)
         self._map = None
+
+    def delete(self) -> None:
+        self.abandon()
         self.path.unlink(missing_ok=True)
 
     # -------------------------------------------------------------- checks

@@ -57,6 +57,10 @@ class FileLock:
         self._unlock()
         return False
 
+    def unlock(self) -> None:
+        """Let go of the lock but keep the file open: no close for watchers to see."""
+        self._unlock()
+
     def release(self) -> None:
         """Let go of the lock (if held) and close the file."""
         if self._handle is None:

@@ -911,6 +911,16 @@ class PartitionLog:
                 segment.close()
             self._closed = True
 
+    def abandon(self) -> None:
+        """Close without flushing or trimming anything: another process now writes
+        this log (a controller deposed while paused leaves the metadata log so)."""
+        with self._lock:
+            if self._closed:
+                return
+            for segment in self._segments:
+                segment.abandon()
+            self._closed = True
+
     def delete(self) -> None:
         """Remove the log directory; readers holding views keep their bytes."""
         with self._lock, self._disk_errors:

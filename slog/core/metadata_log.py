@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from slog.core import batch
+from slog.core.controller_lease import ControllerLease
 from slog.core.errors import CorruptRecordError
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
@@ -62,28 +63,54 @@ def _segment_files(directory: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-class MetadataLogWriter:
-    """The controller's handle: append records atomically, one batch per call."""
+# How long an append waits for the append lock: only a takeover in progress (a
+# standby that found the lease expired) holds it for longer than an append.
+APPEND_LOCK_WAIT_S = 2.0
 
-    def __init__(self, metadata_dir: Path):
+
+class MetadataLogWriter:
+    """The controller's handle: append records atomically, one batch per call.
+
+    Open it under the lease's append lock, right after claiming the lease at
+    ``epoch`` (:mod:`slog.core.controller_lease`): every append takes that lock and
+    is refused (NotControllerError) once the lease carries another epoch.
+    """
+
+    def __init__(self, metadata_dir: Path, lease: ControllerLease, epoch: int):
         directory = metadata_log_dir(metadata_dir)
         make_private_dir(directory)
+        self.epoch = epoch
+        self._lease = lease
         # The previous controller may have died mid-write: always recover.
         self._log = PartitionLog.open(directory, METADATA_LOG_CONFIG, clean_shutdown=False)
+
+    @classmethod
+    def take_over(cls, metadata_dir: Path, lease: ControllerLease, controller: int,
+                  incarnation: str, known_epoch: int) -> MetadataLogWriter:
+        """Claim the lease at the next controller epoch (after ``known_epoch``, the
+        metadata image's, and the lease's own) and open the log for it. The caller
+        holds ``lease.exclusive()`` and has read the log to its end."""
+        current = lease.read()
+        epoch = max(known_epoch, current.epoch if current is not None else 0) + 1
+        lease.claim(controller, incarnation, epoch)
+        return cls(metadata_dir, lease, epoch)
 
     @property
     def end_offset(self) -> int:
         return self._log.log_end_offset
 
     def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append ``records`` as one batch and fsync; returns the first offset."""
+        """Append ``records`` as one batch and fsync; returns the first offset.
+        Raises NotControllerError (the lease has passed on) or LeaseBusyError."""
         now = int(time.time() * 1000)
         payload = build_batch(
             (None, json.dumps(encode_record(r), separators=(",", ":")).encode(), (), now)
             for r in records
         )
-        info = self._log.append(payload)
-        self._log.flush()
+        with self._lease.exclusive(APPEND_LOCK_WAIT_S):
+            self._lease.check(self.epoch)
+            info = self._log.append(payload)
+            self._log.flush()  # under the lock: a successor's recovery sees it whole
         return info.first_offset
 
     def read_all(self) -> Iterator[tuple[int, MetadataRecord]]:
@@ -91,7 +118,13 @@ class MetadataLogWriter:
         yield from reader.poll()
 
     def close(self) -> None:
+        """Flush and trim the log: only while this writer's lease is held."""
         self._log.close()
+
+    def abandon(self) -> None:
+        """Let go of the files untouched: the lease has passed to another controller,
+        which owns (and may already have recovered and extended) the log."""
+        self._log.abandon()
 
 
 class MetadataLogReader:

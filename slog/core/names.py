@@ -121,7 +121,11 @@ class DataDirLayout:
         self.root = Path(root).expanduser().resolve()
         self.cluster_file = self.root / "cluster.json"  # the cluster id, written once
         self.controller_lock = self.root / "controller.lock"  # held by the controller
+        # Who the controller is, at which epoch; its mtime is the last renewal.
+        self.controller_lease = self.root / "controller.lease"
         self.metadata_dir = self.root / "metadata"  # holds the metadata log's partition
+        # Taken for every metadata append and every controller takeover.
+        self.metadata_append_lock = self.metadata_dir / "append.lock"
         self.producer_id_block = self.root / "producer-id-block"  # the next free block
         # SCRAM users (unless sasl.credentials.file names another file), and the
         # password of User:__broker, made by the first broker to start.

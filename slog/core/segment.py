@@ -225,6 +225,16 @@ class LogSegment:
         self.time_index.close()
         self._release()
 
+    def abandon(self) -> None:
+        """Let go of the files without writing, trimming or syncing them: another
+        process has taken the log over (a deposed metadata writer)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._release()
+        self.offset_index.abandon()
+        self.time_index.abandon()
+
     def delete(self) -> None:
         """Remove the files. Live views keep reading their (unlinked) pages."""
         if self._fd is not None:

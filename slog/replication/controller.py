@@ -1,6 +1,7 @@
 """The controller: the single writer of the metadata log.
 
-Whichever broker holds ``controller.lock`` runs this. Every cluster change
+Whichever broker holds the controller lease runs this (see
+:mod:`slog.core.controller_lease`). Every cluster change
 (topic create/delete, partitions, configs, broker registration) is validated
 against the current image and then written as metadata records; brokers,
 including this one, apply those records when they tail the log.
@@ -22,6 +23,7 @@ from slog.core.config import (
     validate_dynamic_broker_config,
     validate_topic_configs,
 )
+from slog.core.controller_lease import LeaseBusyError, NotControllerError
 from slog.core.errors import InvalidTopicError
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.listeners import Endpoint
@@ -57,6 +59,13 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 
 class ControllerError(KafkaApiError):
     """A rejected admin operation (or one partition's part of one)."""
+
+
+class ControllerDeposedError(ControllerError):
+    """The metadata log refused this controller's write: the lease has passed on."""
+
+    def __init__(self, message: str):
+        super().__init__(ErrorCode.not_controller, message)
 
 
 @dataclass
@@ -117,12 +126,15 @@ class Controller:
         writer: MetadataLogWriter,
         image: Callable[[], MetadataImage],
         on_write: Callable[[], object],
+        on_deposed: Callable[[], object] = lambda: None,
     ):
         self.config = config
         self._writer = writer
         self._image = image  # the broker's live image, refreshed by on_write
         self._on_write = on_write
+        self._on_deposed = on_deposed  # the lease passed on: the broker steps down
         self.epoch = 0
+        self.deposed = False
         self.shutting_down: set[int] = set()  # may not rejoin an ISR until they restart
         self._live_at_last_election: set[int] | None = None
         self._next_leader_check = time.monotonic() + \
@@ -138,13 +150,24 @@ class Controller:
     def _write(self, records: Sequence[MetadataRecord]) -> None:
         now = int(time.time() * 1000)
         stamped = [replace(r, controller_epoch=self.epoch, ts=now) for r in records]
-        self._writer.append(stamped)
+        if self.deposed:
+            raise ControllerDeposedError(f"the controller of epoch {self.epoch} was replaced")
+        try:
+            self._writer.append(stamped)
+        except NotControllerError as exc:
+            self.deposed = True
+            log.warning("broker %d: metadata append refused: %s", self.config.broker_id, exc)
+            self._on_deposed()
+            raise ControllerDeposedError(str(exc)) from exc
+        except LeaseBusyError as exc:
+            raise ControllerError(ErrorCode.request_timed_out, str(exc)) from exc
         self._on_write()
 
     # -- lifecycle ----------------------------------------------------------------
     def activate(self) -> int:
-        """Claim the next controller epoch; records of older controllers lose."""
-        self.epoch = self.image.controller_epoch + 1
+        """Announce the epoch the writer's lease was claimed at; records of older
+        controllers lose, and their appends are refused."""
+        self.epoch = self._writer.epoch
         self._write([ControllerRecord(self.config.broker_id)])
         log.info("broker %d is the controller at epoch %d", self.config.broker_id, self.epoch)
         return self.epoch

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from slog.core.config import BrokerConfig
+from slog.core.controller_lease import ControllerLease
 from slog.core.kafka_errors import ErrorCode
 from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
@@ -19,10 +21,13 @@ class Cluster:
     def __init__(self, root: Path, brokers: int = 3):
         self.image = MetadataImage()
         self.reader = MetadataLogReader(root)
-        self.writer = MetadataLogWriter(root)
+        self.lease = ControllerLease(root.parent / "controller.lease", root / "append.lock", 9.0)
+        self.poll()  # as the broker does: catch up before claiming the next epoch
+        with self.lease.exclusive(1.0):
+            self.writer = MetadataLogWriter.take_over(root, self.lease, 1, "test",
+                                                      self.image.controller_epoch)
         config = BrokerConfig.build(1, root, "127.0.0.1", 9092, {})
         self.controller = Controller(config, self.writer, lambda: self.image, self.poll)
-        self.poll()  # as the broker does: catch up before claiming the next epoch
         self.controller.activate()
         for broker_id in range(1, brokers + 1):
             self.controller.register_broker(broker_id, "127.0.0.1", 9091 + broker_id, "x")
@@ -32,8 +37,10 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Cluster:
-    return Cluster(tmp_path / "metadata")
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    cluster = Cluster(tmp_path / "metadata")
+    yield cluster
+    cluster.lease.close()
 
 
 def test_create_topic_is_visible_to_a_fresh_reader(cluster: Cluster, tmp_path: Path) -> None:
@@ -86,6 +93,7 @@ def test_new_controller_takes_a_higher_epoch(cluster: Cluster, tmp_path: Path) -
     cluster.writer.close()
     successor = Cluster(tmp_path / "metadata")
     assert successor.image.controller_epoch == 2
+    successor.lease.close()
 
 
 def _status(broker_id: int, incarnation: str = "x", *, problem: str | None = None,

@@ -13,6 +13,7 @@ import pytest
 
 from slog.broker import liveness
 from slog.broker.data_dir_watch import DataDirWakeups
+from slog.core.controller_lease import ControllerLease
 from slog.core.dir_watch import CREATE, MODIFY, DirWatch
 from slog.core.locks import FileLock, is_locked
 from slog.core.metadata_log import MetadataLogWriter
@@ -99,12 +100,15 @@ def test_appends_to_the_metadata_log_wake_the_metadata_loop(layout: DataDirLayou
         try:
             assert wakeups.metadata_watched and wakeups.liveness_watched
             quiet = await wakeups.metadata.sleep(0.2)
-            writer = MetadataLogWriter(layout.metadata_dir)  # what the controller does
+            lease = ControllerLease(layout.controller_lease, layout.metadata_append_lock, 9.0)
+            with lease.exclusive(1.0):  # what the controller does
+                writer = MetadataLogWriter.take_over(layout.metadata_dir, lease, 1, "test", 0)
             sleeping = asyncio.create_task(wakeups.metadata.sleep(10.0))
             await asyncio.sleep(0.05)
             writer.append([ControllerRecord(1)])
             woken = await asyncio.wait_for(sleeping, 5.0)
             writer.close()
+            lease.close()
             return quiet, woken, await wakeups.controller.sleep(0.2)
         finally:
             wakeups.close()

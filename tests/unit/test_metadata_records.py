@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from slog.core.acls import Operation
+from slog.core.controller_lease import ControllerLease
 from slog.core.listeners import Endpoint
 from slog.core.log import PartitionLog
 from slog.core.metadata import MetadataImage
@@ -178,9 +179,12 @@ def test_the_reader_skips_unknown_and_invalid_records_with_a_warning(
 
 def test_the_writer_and_reader_round_trip_typed_records(tmp_path: Path) -> None:
     metadata = tmp_path / "metadata"
-    writer = MetadataLogWriter(metadata)
+    lease = ControllerLease(tmp_path / "controller.lease", metadata / "append.lock", 9.0)
+    with lease.exclusive(1.0):
+        writer = MetadataLogWriter.take_over(metadata, lease, 1, "test", 0)
     records = [decode_record(json.loads(line)) for line in _lines()]
     records.append(AccessControlEntryRecord(records[9].binding))  # type: ignore[attr-defined]
     writer.append(records)
     writer.close()
+    lease.close()
     assert [r for _, r in MetadataLogReader(metadata).poll()] == records
