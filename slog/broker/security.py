@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from slog.broker.authorizer import AuthorizerSettings, authorize
+from slog.broker.login_throttle import FailedLoginThrottle
 from slog.core.acls import AclBinding, Operation, ResourceType
 from slog.core.config import BrokerConfig
 from slog.core.credentials import (
@@ -95,6 +96,8 @@ class Security:
         self._broker_credentials: dict[str, ScramCredential] = {}
         self.inter_broker_login: SaslLogin | None = None
         self.envelope_key: bytes | None = None  # signs forwarded principals (forwarding.py)
+        self.login_throttle = FailedLoginThrottle(
+            config.get_int("connection.failed.authentication.delay.max.ms") / 1000)
 
     def load_inter_broker_secret(self) -> None:
         """Read (or create) the cluster's inter-broker secret: start-up, after the data dir.
@@ -153,10 +156,19 @@ class Security:
     async def authenticate_off_loop(self, session: Session, token: bytes) -> bytes:
         """:meth:`authenticate`, with a PLAIN password check (one PBKDF2, ~5 ms at 4096
         iterations) on a worker thread so failed logins cannot stall the event loop;
-        hashlib releases the GIL while it hashes. SCRAM steps cost no PBKDF2."""
-        if session.mechanism == PLAIN:
-            return await asyncio.to_thread(self.authenticate, session, token)
-        return self.authenticate(session, token)
+        hashlib releases the GIL while it hashes. SCRAM steps cost no PBKDF2.
+
+        A failure is answered (SaslError raised) only after the delay its source
+        address has earned (:mod:`slog.broker.login_throttle`); success at once."""
+        try:
+            if session.mechanism == PLAIN:
+                return await asyncio.to_thread(self.authenticate, session, token)
+            return self.authenticate(session, token)
+        except SaslError:
+            delay = self.login_throttle.failure_delay(session.host)
+            if delay:
+                await asyncio.sleep(delay)
+            raise
 
     @staticmethod
     def _succeed(session: Session, username: str) -> None:

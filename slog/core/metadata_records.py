@@ -125,7 +125,7 @@ class MetadataRecord:
 @dataclass(frozen=True)
 class ControllerRecord(MetadataRecord):
     TYPE = "controller"
-    controller_id: int  # the broker that took the lock; controller_epoch is its new epoch
+    controller_id: int  # the broker that took the lease; controller_epoch is its new epoch
 
 
 @dataclass(frozen=True)
