@@ -9,7 +9,8 @@ looking at it several times a second, each broker watches (``core/dir_watch``):
   controller loop, which then tries to take it;
 * each ``brokers/<id>/``: alive.lock closed (that broker died), ``starting``,
   ``shutting-down`` or ``broker.json`` appearing or going wake the controller's
-  liveness check. Heartbeats change only an mtime, which is not watched: the
+  liveness check, and a standby's look at the controller lease (its holder
+  may be the broker that died). Heartbeats change only an mtime, which is not watched: the
   controller looks at heartbeats when they could next go stale.
 
 Lock probes keep their files open (``FileLock``) so that probing never looks

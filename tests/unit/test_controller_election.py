@@ -1,0 +1,126 @@
+"""When a standby may take over (slog.broker.controller_election), on real files.
+
+The lease holder's process is played by a real process holding its broker's
+alive.lock (and controller.lock), so "gone" is what the OS says when it dies.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from slog.broker.controller_election import ControllerElection
+from slog.core.locks import FileLock
+from slog.core.names import DataDirLayout, ensure_data_dir
+
+SESSION_S = 2.0
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from slog.core.locks import FileLock
+locks = [FileLock(Path(p)) for p in sys.argv[1:]]
+assert all(lock.try_acquire() for lock in locks)
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> DataDirLayout:
+    layout = DataDirLayout(tmp_path / "data")
+    ensure_data_dir(layout.root)
+    for broker_id in (1, 2):
+        layout.broker_dir(broker_id).mkdir(parents=True, exist_ok=True)
+    return layout
+
+
+@pytest.fixture
+def standby(layout: DataDirLayout) -> Iterator[ControllerElection]:
+    election = ControllerElection(layout, 1, SESSION_S)
+    yield election
+    election.close()
+
+
+@pytest.fixture
+def holder(layout: DataDirLayout) -> Iterator[subprocess.Popen[str]]:
+    """Broker 2's process, holding its alive.lock and controller.lock."""
+    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(layout.broker(2).alive_lock),
+                                str(layout.controller_lock)], stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None and process.stdout.readline().strip() == "held"
+    yield process
+    process.kill()
+    process.wait()
+
+
+def _write_lease(layout: DataDirLayout, controller: int, epoch: int, age_s: float = 0.0,
+                 incarnation: str = "other") -> None:
+    layout.controller_lease.write_text(json.dumps(
+        {"controller": controller, "epoch": epoch, "incarnation": incarnation}))
+    when = time.time() - age_s
+    os.utime(layout.controller_lease, (when, when))
+
+
+def test_no_lease_is_vacant(standby: ControllerElection) -> None:
+    assert standby.vacancy() == "no controller lease"
+
+
+def test_a_live_renewed_lease_is_not_and_the_standby_sleeps_until_it_could_expire(
+        layout: DataDirLayout, standby: ControllerElection,
+        holder: subprocess.Popen[str]) -> None:
+    _write_lease(layout, 2, 7, age_s=0.5)
+    assert standby.vacancy() is None
+    assert 1.0 < standby.standby_wait_s(5.0) <= 1.6
+    assert standby.standby_wait_s(0.5) == 0.5
+
+
+def test_an_expired_lease_is_vacant_though_its_holder_keeps_its_locks(
+        layout: DataDirLayout, standby: ControllerElection,
+        holder: subprocess.Popen[str]) -> None:
+    _write_lease(layout, 2, 7, age_s=SESSION_S + 0.5)
+    reason = standby.vacancy()
+    assert reason is not None and "lease of broker 2 (epoch 7) expired" in reason
+
+
+def test_a_lease_whose_holder_died_is_vacant_at_once(
+        layout: DataDirLayout, standby: ControllerElection,
+        holder: subprocess.Popen[str]) -> None:
+    _write_lease(layout, 2, 7)
+    assert standby.vacancy() is None
+    holder.kill()
+    holder.wait()
+    assert standby.vacancy() == "broker 2, the lease holder (epoch 7), is gone"
+
+
+def test_a_released_lease_or_one_of_an_earlier_run_of_this_broker_is_vacant(
+        layout: DataDirLayout, standby: ControllerElection,
+        holder: subprocess.Popen[str]) -> None:
+    _write_lease(layout, 2, 7)
+    os.utime(layout.controller_lease, (0, 0))
+    assert standby.vacancy() == "broker 2 released the lease (epoch 7)"
+    _write_lease(layout, 1, 8)
+    assert standby.vacancy() == "the lease (epoch 8) names an earlier run of this broker"
+
+
+def test_the_lock_is_handed_back_to_a_live_lease_holder_that_lacks_it(
+        layout: DataDirLayout, standby: ControllerElection) -> None:
+    # Broker 2 took over by expiry; the deposed controller let go of controller.lock.
+    alive = subprocess.Popen([sys.executable, "-c", HOLDER, str(layout.broker(2).alive_lock)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert alive.stdout is not None and alive.stdout.readline().strip() == "held"
+        _write_lease(layout, 2, 7)
+        assert standby.vacancy() is None
+        lease_holder = FileLock(layout.controller_lock)  # broker 2, at its next tick
+        assert lease_holder.try_acquire()
+        lease_holder.release()
+    finally:
+        alive.kill()
+        alive.wait()
