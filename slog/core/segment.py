@@ -237,10 +237,7 @@ class LogSegment:
 
     def delete(self) -> None:
         """Remove the files. Live views keep reading their (unlinked) pages."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self._release()
+        self.abandon()
         self.offset_index.delete()
         self.time_index.delete()
         self.log_path.unlink(missing_ok=True)

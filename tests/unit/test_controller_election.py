@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,26 +18,16 @@ import pytest
 from slog.broker.controller_election import ControllerElection
 from slog.core.locks import FileLock
 from slog.core.names import DataDirLayout, ensure_data_dir
+from tests.unit.test_data_dir_watch import hold_locks
 
 SESSION_S = 2.0
-
-HOLDER = """
-import sys, time
-from pathlib import Path
-from slog.core.locks import FileLock
-locks = [FileLock(Path(p)) for p in sys.argv[1:]]
-assert all(lock.try_acquire() for lock in locks)
-print("held", flush=True)
-time.sleep(60)
-"""
 
 
 @pytest.fixture
 def layout(tmp_path: Path) -> DataDirLayout:
     layout = DataDirLayout(tmp_path / "data")
     ensure_data_dir(layout.root)
-    for broker_id in (1, 2):
-        layout.broker_dir(broker_id).mkdir(parents=True, exist_ok=True)
+    layout.broker_dir(2).mkdir(parents=True)
     return layout
 
 
@@ -52,9 +41,7 @@ def standby(layout: DataDirLayout) -> Iterator[ControllerElection]:
 @pytest.fixture
 def holder(layout: DataDirLayout) -> Iterator[subprocess.Popen[str]]:
     """Broker 2's process, holding its alive.lock and controller.lock."""
-    process = subprocess.Popen([sys.executable, "-c", HOLDER, str(layout.broker(2).alive_lock),
-                                str(layout.controller_lock)], stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None and process.stdout.readline().strip() == "held"
+    process = hold_locks(layout.broker(2).alive_lock, layout.controller_lock)
     yield process
     process.kill()
     process.wait()
@@ -112,10 +99,8 @@ def test_a_released_lease_or_one_of_an_earlier_run_of_this_broker_is_vacant(
 def test_the_lock_is_handed_back_to_a_live_lease_holder_that_lacks_it(
         layout: DataDirLayout, standby: ControllerElection) -> None:
     # Broker 2 took over by expiry; the deposed controller let go of controller.lock.
-    alive = subprocess.Popen([sys.executable, "-c", HOLDER, str(layout.broker(2).alive_lock)],
-                             stdout=subprocess.PIPE, text=True)
+    alive = hold_locks(layout.broker(2).alive_lock)
     try:
-        assert alive.stdout is not None and alive.stdout.readline().strip() == "held"
         _write_lease(layout, 2, 7)
         assert standby.vacancy() is None
         lease_holder = FileLock(layout.controller_lock)  # broker 2, at its next tick

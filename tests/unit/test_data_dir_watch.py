@@ -22,13 +22,13 @@ from slog.core.names import DataDirLayout, ensure_data_dir
 
 pytestmark = pytest.mark.skipif(DirWatch.open() is None, reason="no inotify here")
 
-# Holds a lock file until killed: what a broker's alive.lock or controller.lock is.
+# Holds lock files until killed: what a broker's alive.lock or controller.lock is.
 HOLDER = """
 import sys, time
 from pathlib import Path
 from slog.core.locks import FileLock
-lock = FileLock(Path(sys.argv[1]))
-assert lock.try_acquire()
+locks = [FileLock(Path(path)) for path in sys.argv[1:]]
+assert all(lock.try_acquire() for lock in locks)
 print("held", flush=True)
 time.sleep(60)
 """
@@ -43,8 +43,9 @@ def layout(tmp_path: Path) -> DataDirLayout:
     return layout
 
 
-def _hold(path: Path) -> subprocess.Popen[str]:
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)],
+def hold_locks(*paths: Path) -> subprocess.Popen[str]:
+    """A process holding the locks of ``paths`` until it is killed."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, *map(str, paths)],
                               stdout=subprocess.PIPE, text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     return holder
@@ -70,7 +71,7 @@ def test_a_failed_lock_attempt_keeps_its_file_open(layout: DataDirLayout) -> Non
     """A waiter retrying must not close the file at each try: a close is what tells
     the other brokers that the holder let go."""
     path = layout.controller_lock
-    holder = _hold(path)
+    holder = hold_locks(path)
     try:
         watch = DirWatch.open()
         assert watch is not None
@@ -118,7 +119,7 @@ def test_appends_to_the_metadata_log_wake_the_metadata_loop(layout: DataDirLayou
 
 
 def test_a_dying_broker_wakes_the_controller_and_probes_do_not(layout: DataDirLayout) -> None:
-    holder = _hold(layout.broker(2).alive_lock)
+    holder = hold_locks(layout.broker(2).alive_lock)
 
     async def scenario() -> tuple[bool, bool, bool, bool]:
         wakeups = DataDirWakeups(layout)
