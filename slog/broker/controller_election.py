@@ -3,7 +3,8 @@
 The controller holds ``controller.lock`` and the controller lease
 (:mod:`slog.core.controller_lease`). A standby may take over when
 
-* there is no lease, or it was released (a clean stop);
+* there is no lease (a new data dir) and ``controller.lock`` is free, or the
+  lease was released (a clean stop);
 * the lease has expired: its holder stopped renewing it for a session timeout
   (SIGSTOP, a hung machine) even though it may still hold the lock;
 * its holder's process is gone: ``controller.lock`` or the holder's
@@ -46,14 +47,20 @@ class ControllerElection:
         self._lock = FileLock(layout.controller_lock)
         self._alive_probes: dict[int, FileLock] = {}  # kept open: a probe closes no file
         self._seen: Lease | None = None  # the live lease the last vacancy check found
+        self._vacant = False  # the last check found a vacancy (yet we do not lead)
 
     def vacancy(self) -> str | None:
         """Why this broker may take over now, or None while a live controller holds
         the lease. Takes ``controller.lock`` when it is free."""
+        reason = self._vacancy()
+        self._vacant = reason is not None
+        return reason
+
+    def _vacancy(self) -> str | None:
         locked = self._lock.try_acquire()
         lease = self._seen = self.lease.read()
-        if lease is None:
-            return "no controller lease"
+        if lease is None:  # a first start, or a controller of a slog without leases:
+            return "no controller lease" if locked else None  # the lock decides
         now = time.time()
         if lease.renewed_at == 0:
             return f"broker {lease.controller} released the lease (epoch {lease.epoch})"
@@ -71,10 +78,12 @@ class ControllerElection:
     def standby_wait_s(self, longest_s: float) -> float:
         """How long a standby may sleep: until the lease it saw could expire (soon
         again if it has, and the takeover found the append lock taken)."""
-        if self._seen is None:  # no lease, and yet no takeover: it found the lock taken
+        if self._vacant:  # and yet no takeover: it found the append lock taken
             return BUSY_RETRY_S
+        if self._seen is None:  # controller.lock held without a lease: its close wakes us
+            return longest_s
         left = self._seen.expires_at(self.lease.duration_s) - time.time() + EXPIRY_MARGIN_S
-        return min(longest_s, left if left > 0 else BUSY_RETRY_S)
+        return min(longest_s, max(left, BUSY_RETRY_S))
 
     def leads(self, epoch: int) -> bool:
         """The controller's check at every tick: does the lease still carry its epoch?

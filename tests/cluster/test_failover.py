@@ -113,8 +113,8 @@ def test_kill_each_leader_under_load(cluster: Cluster) -> None:
 
 def test_paused_leader_is_fenced_and_rejoins_as_follower(cluster: Cluster) -> None:
     topic = "paused"
-    # A paused controller stalls the control plane (it keeps controller.lock): a
-    # documented limit, so the paused leader here is not the controller.
+    # The paused leader here is not the controller: a paused controller is
+    # test_controller_lease.py's case (its lease expires, a standby takes over).
     others = sorted(b for b in cluster.brokers if b != cluster.controller())
     cluster.create_topic(topic, assignment={0: [*others, cluster.controller()]},
                          configs={"min.insync.replicas": "2"})

@@ -55,7 +55,14 @@ def _write_lease(layout: DataDirLayout, controller: int, epoch: int, age_s: floa
     os.utime(layout.controller_lease, (when, when))
 
 
-def test_no_lease_is_vacant(standby: ControllerElection) -> None:
+def test_no_lease_is_vacant_unless_controller_lock_is_held(
+        layout: DataDirLayout, standby: ControllerElection) -> None:
+    holder = hold_locks(layout.controller_lock)  # a controller that writes no lease
+    try:
+        assert standby.vacancy() is None
+    finally:
+        holder.kill()
+        holder.wait()
     assert standby.vacancy() == "no controller lease"
 
 
