@@ -12,7 +12,13 @@ from slog.core.controller_lease import ControllerLease
 from slog.core.kafka_errors import ErrorCode
 from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
-from slog.replication.controller import BrokerStatus, Controller, ControllerError, NewTopic
+from slog.replication.controller import (
+    BrokerStatus,
+    Controller,
+    ControllerDeposedError,
+    ControllerError,
+    NewTopic,
+)
 
 
 class Cluster:
@@ -135,3 +141,20 @@ def test_each_fencing_is_one_line_with_its_reason(cluster: Cluster,
     assert fencings == [
         "fencing broker 2: heartbeat 9.4 s old; 0 partition(s) change",
         "fencing broker 3: alive.lock is free: the process is gone; 0 partition(s) change"]
+
+
+def test_a_deposed_controller_writes_nothing_and_says_so(cluster: Cluster, tmp_path: Path
+                                                         ) -> None:
+    root = tmp_path / "metadata"
+    successor = ControllerLease(root.parent / "controller.lease", root / "append.lock", 9.0)
+    with successor.exclusive(1.0):  # another broker took over while this one was paused
+        MetadataLogWriter.take_over(root, successor, 2, "other", cluster.image.controller_epoch)
+    end = cluster.writer.end_offset
+    for _ in range(2):  # refused by the log, then without asking it again
+        with pytest.raises(ControllerDeposedError) as refused:
+            cluster.controller.create_topics([NewTopic("late", 1, 1)])
+        assert refused.value.code == ErrorCode.not_controller
+        assert cluster.controller.deposed
+    cluster.poll()
+    assert "late" not in cluster.image.topics and cluster.writer.end_offset == end
+    successor.close()
