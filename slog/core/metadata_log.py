@@ -93,7 +93,11 @@ class MetadataLogWriter:
         current = lease.read()
         epoch = max(known_epoch, current.epoch if current is not None else 0) + 1
         lease.claim(controller, incarnation, epoch)
-        return cls(metadata_dir, lease, epoch)
+        try:
+            return cls(metadata_dir, lease, epoch)
+        except BaseException:
+            lease.release()  # a controller that cannot write must not keep the lease
+            raise
 
     @property
     def end_offset(self) -> int:

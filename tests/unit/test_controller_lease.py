@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from slog.core.controller_lease import ControllerLease, LeaseBusyError, NotControllerError
+from slog.core.errors import StorageError
 from slog.core.kafka_errors import ErrorCode
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.metadata_records import ControllerRecord, FenceBrokerRecord
@@ -130,3 +131,13 @@ def test_an_unreadable_lease_is_vacant(layout: DataDirLayout,
     writer = _take_over(layout, leases[0], 1, known_epoch=4)
     assert writer.epoch == 5
     writer.close()
+
+
+def test_a_takeover_that_cannot_open_the_log_releases_the_lease(
+        layout: DataDirLayout, leases: list[ControllerLease]) -> None:
+    layout.metadata_dir.mkdir(parents=True)
+    (layout.metadata_dir / "__cluster_metadata-0").write_text("a file, not a directory")
+    with pytest.raises(StorageError), leases[0].exclusive(1.0):
+        MetadataLogWriter.take_over(layout.metadata_dir, leases[0], 1, "run", 0)
+    released = leases[0].read()
+    assert released is not None and released.renewed_at == 0  # the others take over
