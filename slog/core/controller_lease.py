@@ -82,6 +82,7 @@ class ControllerLease:
         self.duration_s = duration_s
         self._append_lock = FileLock(append_lock)
         self._renewer: _Renewer | None = None  # while this broker holds the lease
+        self._holder: tuple[int, str] | None = None  # who this handle claimed it for
 
     # -- reading -----------------------------------------------------------------------
     def read(self) -> Lease | None:
@@ -120,9 +121,10 @@ class ControllerLease:
 
     def check(self, epoch: int) -> None:
         """Under :meth:`exclusive`: refuse a write by a controller at ``epoch`` unless
-        the lease still carries that epoch."""
+        the lease still carries that epoch, claimed by this handle."""
         lease = self.read()
-        if lease is None or lease.epoch != epoch:
+        if lease is None or lease.epoch != epoch or \
+                (lease.controller, lease.incarnation) != self._holder:
             holder = "nobody" if lease is None else \
                 f"broker {lease.controller} at epoch {lease.epoch}"
             raise NotControllerError(f"the controller lease has passed from epoch {epoch} to "
@@ -133,6 +135,7 @@ class ControllerLease:
         """Under :meth:`exclusive`: write the lease for a new term and renew it from
         now on."""
         self.abandon()
+        self._holder = (controller, incarnation)
         record = {"controller": controller, "epoch": epoch, "incarnation": incarnation}
         write_atomically(self.path, json.dumps(record).encode())
         interval = min(LONGEST_RENEWAL_INTERVAL_S, self.duration_s / RENEWALS_PER_LEASE)

@@ -141,3 +141,13 @@ def test_a_takeover_that_cannot_open_the_log_releases_the_lease(
         MetadataLogWriter.take_over(layout.metadata_dir, leases[0], 1, "run", 0)
     released = leases[0].read()
     assert released is not None and released.renewed_at == 0  # the others take over
+
+
+def test_the_fence_is_the_holder_as_well_as_the_epoch(
+        layout: DataDirLayout, leases: list[ControllerLease]) -> None:
+    first = _take_over(layout, leases[0], 1)
+    with leases[1].exclusive(1.0):  # a lease lost and rewritten with the same epoch
+        leases[1].claim(2, "run-of-2", first.epoch)
+    with pytest.raises(NotControllerError):
+        first.append([ControllerRecord(1, controller_epoch=1)])
+    first.abandon()
