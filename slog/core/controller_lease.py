@@ -15,7 +15,7 @@ pause lasts. The lease adds the two things a lock cannot give:
 * **A fence.** ``metadata/append.lock`` serialises every metadata append and
   every takeover. A takeover re-reads the lease under it before writing the new
   one; an append checks under it that the lease still carries the writer's
-  epoch. A controller deposed while it was paused cannot append when it wakes:
+  epoch and names the writer. A controller deposed while it was paused cannot append when it wakes:
   the log refuses the write (NOT_CONTROLLER), readers never see it.
 
 A controller paused in the middle of an append (a few milliseconds, fsync
