@@ -66,41 +66,28 @@ def test_no_lease_is_vacant_unless_controller_lock_is_held(
     assert standby.vacancy() == "no controller lease"
 
 
-def test_a_live_renewed_lease_is_not_and_the_standby_sleeps_until_it_could_expire(
+def test_a_live_lease_is_vacant_once_expired_released_or_its_holder_died(
         layout: DataDirLayout, standby: ControllerElection,
         holder: subprocess.Popen[str]) -> None:
     _write_lease(layout, 2, 7, age_s=0.5)
     assert standby.vacancy() is None
+    # The standby sleeps until the lease could expire, no longer than it was told.
     assert 1.0 < standby.standby_wait_s(5.0) <= 1.6
     assert standby.standby_wait_s(0.5) == 0.5
-
-
-def test_an_expired_lease_is_vacant_though_its_holder_keeps_its_locks(
-        layout: DataDirLayout, standby: ControllerElection,
-        holder: subprocess.Popen[str]) -> None:
+    # Not renewed (its holder is paused), though the holder keeps both locks.
     _write_lease(layout, 2, 7, age_s=SESSION_S + 0.5)
     reason = standby.vacancy()
     assert reason is not None and "lease of broker 2 (epoch 7) expired" in reason
-
-
-def test_a_lease_whose_holder_died_is_vacant_at_once(
-        layout: DataDirLayout, standby: ControllerElection,
-        holder: subprocess.Popen[str]) -> None:
-    _write_lease(layout, 2, 7)
+    os.utime(layout.controller_lease, (0, 0))  # a clean stop
+    assert standby.vacancy() == "broker 2 released the lease (epoch 7)"
+    _write_lease(layout, 1, 8)  # this broker's id, another process
+    assert standby.vacancy() == "the lease (epoch 8) names an earlier run of this broker"
+    # Renewed, but its holder dies: vacant at once, not after the session timeout.
+    _write_lease(layout, 2, 9)
     assert standby.vacancy() is None
     holder.kill()
     holder.wait()
-    assert standby.vacancy() == "broker 2, the lease holder (epoch 7), is gone"
-
-
-def test_a_released_lease_or_one_of_an_earlier_run_of_this_broker_is_vacant(
-        layout: DataDirLayout, standby: ControllerElection,
-        holder: subprocess.Popen[str]) -> None:
-    _write_lease(layout, 2, 7)
-    os.utime(layout.controller_lease, (0, 0))
-    assert standby.vacancy() == "broker 2 released the lease (epoch 7)"
-    _write_lease(layout, 1, 8)
-    assert standby.vacancy() == "the lease (epoch 8) names an earlier run of this broker"
+    assert standby.vacancy() == "broker 2, the lease holder (epoch 9), is gone"
 
 
 def test_the_lock_is_handed_back_to_a_live_lease_holder_that_lacks_it(
