@@ -81,6 +81,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     ALTER_PARTITION = 56
     ENVELOPE = 58
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -164,6 +166,10 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # type: slog's groups are all "classic".
     (ApiKey.LIST_GROUPS, 0, 5),
     (ApiKey.DELETE_GROUPS, 0, 2),
+    # KIP-848 consumer-protocol groups. Heartbeat v1 makes the member id the
+    # client's own (required, never generated); Describe v1 adds member_type.
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1),
     (ApiKey.OFFSET_DELETE, 0, 0),
     # KIP-546. v1 is the flexible version of v0.
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),
