@@ -123,19 +123,17 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     session = millis(request.session_timeout)
     rebalance = millis(request.rebalance_timeout) if v >= 1 else session
     instance = getattr(request, "group_instance_id", None)
-    try:  # an empty KIP-848 group of that id becomes classic; a non-empty one refuses
-        ctx.broker.consumer_groups.release_to_classic(request.group_id)
-    except KafkaApiError as exc:
-        return {"throttle_time": 0, "error_code": exc.code, "generation_id": -1,
-                "protocol_type": None, "protocol_name": None, "leader": "",
-                "member_id": request.member_id, "members": []}
     joining = JoinGroupRequest(
         request.group_id, request.member_id, instance, ctx.header.client_id or "",
         _client_host(ctx), rebalance, session, request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=v >= 4 and instance is None, support_skip_assignment=v >= 9)
-    result: JoinResult = await _answer(
-        lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
+    try:  # an empty KIP-848 group of that id becomes classic; a non-empty one refuses
+        ctx.broker.consumer_groups.release_to_classic(request.group_id)
+    except KafkaApiError as exc:
+        result = JoinResult(request.member_id, exc.code)
+    else:
+        result = await _answer(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
         "throttle_time": 0, "error_code": result.error,
         "generation_id": result.generation_id,
