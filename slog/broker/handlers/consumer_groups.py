@@ -47,6 +47,7 @@ def _heartbeat_request(ctx: RequestContext, request: Any) -> ConsumerHeartbeat:
             raise _invalid("MemberId can't be empty.")
         member_id = new_member_id()  # v0: the coordinator names a joining member
     rebalance = millis(request.rebalance_timeout, -1)
+    regex = getattr(request, "subscribed_topic_regex", None)  # v0 as kio has it: absent
     owned: Assignment | None = None
     if request.topic_partitions is not None:
         owned = frozenset((str(t.topic_id), p) for t in request.topic_partitions
@@ -54,7 +55,7 @@ def _heartbeat_request(ctx: RequestContext, request: Any) -> ConsumerHeartbeat:
     if epoch == JOIN_EPOCH:
         if rebalance < 0:
             raise _invalid("RebalanceTimeoutMs must be provided in first request.")
-        if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+        if request.subscribed_topic_names is None and regex is None:
             raise _invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in "
                            "first request.")
         if owned:
@@ -69,7 +70,7 @@ def _heartbeat_request(ctx: RequestContext, request: Any) -> ConsumerHeartbeat:
         request.rack_id, rebalance,
         None if request.subscribed_topic_names is None
         else tuple(request.subscribed_topic_names),
-        request.subscribed_topic_regex, request.server_assignor, owned)
+        regex, request.server_assignor, owned)
 
 
 def _by_topic(partitions: Assignment) -> list[dict[str, Any]]:
