@@ -353,3 +353,47 @@ def test_bad_heartbeats_get_kafkas_errors(conn: BrokerConnection, body: dict[str
                "subscribed_topic_names": ["t"], "topic_partitions": [], **body}
     answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, request, version=1)
     assert answer.error_code == error, answer.error_message
+
+
+def test_slog_consumers_on_the_consumer_protocol(broker: BrokerProcess,
+                                                 conn: BrokerConnection) -> None:
+    """slog's own consumer with group_protocol="consumer": two members split the
+    partitions, a third (librdkafka) joins, one leaves; nothing is lost and the
+    committed offsets let a successor resume."""
+    from slog.client import Consumer as SlogConsumer
+
+    topic, group = unique("k7"), unique("g")
+    create(broker, topic, 4)
+    produce(broker, topic, [b"s%d" % i for i in range(400)], 4)
+
+    def member() -> SlogConsumer:
+        c = SlogConsumer(broker.bootstrap, group_id=group, group_protocol="consumer",
+                         auto_offset_reset="earliest", auto_commit_interval_ms=200,
+                         fetch_max_wait_ms=100)
+        c.subscribe([topic])
+        return c
+
+    seen: list[bytes] = []
+    members = [member(), member()]
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(seen) < 400 or any(len(c.assignment()) != 2 for c in members):
+        assert time.monotonic() < deadline, (len(seen), [c.assignment() for c in members])
+        for c in members:
+            seen += [r.value for r in c.poll(50)]
+    assert sorted(seen) == sorted(b"s%d" % i for i in range(400))
+    assert not members[0].assignment() & members[1].assignment()
+    described = describe(conn, group)
+    assert described.group_state == "Stable" and len(described.members) == 2
+    for c in members:
+        c.commit()
+        c.close()
+    assert describe(conn, group).group_state == "Empty"
+    produce(broker, topic, [b"t%d" % i for i in range(20)], 4)
+    successor = member()
+    more: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(more) < 20:
+        assert time.monotonic() < deadline
+        more += [r.value for r in successor.poll(50)]
+    assert sorted(more) == sorted(b"t%d" % i for i in range(20))
+    successor.close()
