@@ -397,3 +397,40 @@ def test_slog_consumers_on_the_consumer_protocol(broker: BrokerProcess,
         more += [r.value for r in successor.poll(50)]
     assert sorted(more) == sorted(b"t%d" % i for i in range(20))
     successor.close()
+
+
+def test_cli_consumes_with_the_consumer_protocol_and_describes_the_group(
+        broker: BrokerProcess) -> None:
+    import json
+
+    from tests.brokers import run_cli
+
+    topic, group = unique("k8"), unique("g")
+    create(broker, topic, 2)
+    produce(broker, topic, [b"c%d" % i for i in range(10)], 2)
+    done = run_cli("consume", topic, "-g", group, "--group-protocol", "consumer", "-e",
+                   "-b", broker.bootstrap)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stdout.split()) == sorted("c%d" % i for i in range(10))
+    member = consumer(broker, group)  # keep a member in the group while describing
+    member.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(member.assignment()) != 2:
+        assert time.monotonic() < deadline
+        member.poll(0.1)
+    state = run_cli("group", "describe", group, "--state", "-o", "json", "-b",
+                    broker.bootstrap)
+    [row] = json.loads(state.stdout)
+    assert (row["type"], row["state"], row["assignor"], row["members"]) == \
+        ("consumer", "Stable", "uniform", 1)
+    assert row["group_epoch"] == row["assignment_epoch"] >= 1
+    members = run_cli("group", "describe", group, "--members", "--verbose", "-o", "json",
+                      "-b", broker.bootstrap)
+    [m] = json.loads(members.stdout)
+    assert m["member_epoch"] == row["group_epoch"] and m["partitions"] == 2
+    assert m["target_assigned"] == m["assigned"] == [{"topic": topic, "partition": p}
+                                                     for p in (0, 1)]
+    offsets = run_cli("group", "describe", group, "-o", "json", "-b", broker.bootstrap)
+    assert sorted((r["partition"], r["current_offset"]) for r in json.loads(offsets.stdout)) \
+        == [(0, 5), (1, 5)]
+    member.close()
