@@ -153,7 +153,7 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.HEARTBEAT, 0, 4),
     (ApiKey.LEAVE_GROUP, 0, 5),
     # v9 (KIP-848) carries a classic group's generation or a consumer group's
-    # member epoch (slog has only classic groups) and answers GROUP_ID_NOT_FOUND
+    # member epoch (checked: STALE_MEMBER_EPOCH) and answers GROUP_ID_NOT_FOUND
     # for a member's commit to an unknown group; v10 names topics by id.
     (ApiKey.OFFSET_COMMIT, 2, 10),
     # v9 adds member id and epoch, which only consumer groups check; v10 names
@@ -163,7 +163,7 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # message (Dead with no error before).
     (ApiKey.DESCRIBE_GROUPS, 0, 6),
     # v4 filters by state, v5 by group type (KIP-848) and reports each group's
-    # type: slog's groups are all "classic".
+    # type: "classic" or "consumer".
     (ApiKey.LIST_GROUPS, 0, 5),
     (ApiKey.DELETE_GROUPS, 0, 2),
     # KIP-848 consumer-protocol groups. Heartbeat v1 makes the member id the
