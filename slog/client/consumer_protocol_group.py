@@ -69,12 +69,8 @@ class ConsumerProtocolGroup(ConsumerGroup):
 
     # ================================================================ poll() side
     def poll(self) -> None:
-        now = time.monotonic()
+        now = self._polled()
         with self._lock:
-            self._last_poll = now
-            if self._fatal is not None:
-                fatal, self._fatal = self._fatal, None
-                raise fatal
             target, self._target = self._target, None
             lost, self._lost = self._lost, False
         self._complete_async_commits()
@@ -133,6 +129,21 @@ class ConsumerProtocolGroup(ConsumerGroup):
         conn.send(ApiKey.OFFSET_COMMIT, commit_body(
             self.group_id, epoch, member, self.group_instance_id, offsets),
             version=COMMIT_VERSION)
+
+    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata] | None,
+                    timeout_s: float = 30.0) -> None:
+        """As the classic member's, and again after STALE_MEMBER_EPOCH: the epoch moved
+        on while the commit was under way, and the next heartbeat brings the new one."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                super().commit_sync(offsets, max(0.0, deadline - time.monotonic()))
+                return
+            except KafkaError as exc:
+                if exc.code != E.stale_member_epoch or time.monotonic() >= deadline:
+                    raise
+            self._wake.set()
+            time.sleep(self._backoff_s)
 
     @property
     def generation(self) -> Generation:

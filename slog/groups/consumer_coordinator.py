@@ -253,9 +253,4 @@ class ConsumerGroupCoordinator:
 
     async def run(self) -> None:
         """The broker's timer task for consumer groups."""
-        while True:
-            await self._due.sleep_until_due()
-            try:
-                self.expire()
-            except Exception:
-                log.exception("consumer group coordinator tick failed")
+        await self._due.run(self.expire, log, "consumer group coordinator")

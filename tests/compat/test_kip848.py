@@ -411,7 +411,7 @@ def test_cli_consumes_with_the_consumer_protocol_and_describes_the_group(
     done = run_cli("consume", topic, "-g", group, "--group-protocol", "consumer", "-e",
                    "-b", broker.bootstrap)
     assert done.returncode == 0, done.stderr
-    assert sorted(done.stdout.split()) == sorted("c%d" % i for i in range(10))
+    assert sorted(done.stdout.split()) == sorted(f"c{i}" for i in range(10))
     member = consumer(broker, group)  # keep a member in the group while describing
     member.subscribe([topic])
     deadline = time.monotonic() + TIMEOUT_S

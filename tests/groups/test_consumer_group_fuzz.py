@@ -10,43 +10,35 @@ from hypothesis import given, settings
 
 from slog.protocol.apis import ApiKey
 from tests.brokers import running_broker
-from tests.fuzz.hostile import (
-    API_CASES,
-    SETTINGS,
-    TARGET_CONFIG,
-    Target,
-    assert_unharmed,
-    exchange,
-    mutated_requests,
-    prepare_target,
-    requests,
-)
+from tests.fuzz import hostile
+from tests.fuzz.hostile import Target
 
-KIP848 = [(k, v) for k, v in API_CASES
+KIP848 = [(k, v) for k, v in hostile.API_CASES
           if k in (ApiKey.CONSUMER_GROUP_HEARTBEAT, ApiKey.CONSUMER_GROUP_DESCRIBE)]
 
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    with running_broker(tmp_path_factory.mktemp("fuzz848") / "data", **TARGET_CONFIG) as broker:
-        yield prepare_target(broker)
+    with running_broker(tmp_path_factory.mktemp("fuzz848") / "data",
+                        **hostile.TARGET_CONFIG) as broker:
+        yield hostile.prepare_target(broker)
 
 
 def test_both_apis_are_advertised() -> None:
     assert sorted(KIP848) == [(68, 0), (68, 1), (69, 0), (69, 1)]
 
 
-@settings(max_examples=400, **SETTINGS)
-@given(sent=requests(KIP848))
+@settings(max_examples=400, **hostile.SETTINGS)
+@given(sent=hostile.requests(KIP848))
 def test_hostile_valid_requests(target: Target, sent: bytes) -> None:
-    exchange(target, sent)
+    hostile.exchange(target, sent)
 
 
-@settings(max_examples=300, **SETTINGS)
-@given(sent=mutated_requests(KIP848))
+@settings(max_examples=300, **hostile.SETTINGS)
+@given(sent=hostile.mutated_requests(KIP848))
 def test_mutated_requests(target: Target, sent: bytes) -> None:
-    exchange(target, sent)
+    hostile.exchange(target, sent)
 
 
 def test_broker_survived(target: Target) -> None:
-    assert_unharmed(target)
+    hostile.assert_unharmed(target)
