@@ -208,6 +208,7 @@ class Broker:
         deleted = topics_before - set(self.image.topics)
         if deleted:
             self.groups.remove_offsets_of_deleted_topics(deleted)
+            self.consumer_groups.remove_offsets_of_deleted_topics(deleted)
         return changed
 
     def _apply_dynamic_config(self) -> None:

@@ -232,6 +232,18 @@ class ConsumerGroupCoordinator:
         del self.manager.consumer_groups[group.group_id]
         self.manager.append(group.group_id, deletion_records(group), lambda error: None)
 
+    def remove_offsets_of_deleted_topics(self, topics: Iterable[str]) -> int:
+        """As for classic groups: a topic created again must not inherit old offsets."""
+        gone, removed = set(topics), 0
+        for group in self.manager.consumer_groups.values():
+            tps = group.offsets.remove([tp for tp in group.offsets.committed if tp[0] in gone])
+            if tps:
+                removed += len(tps)
+                self.manager.append(group.group_id, [
+                    (OffsetKey(group.group_id, t, p).encode(), None) for t, p in tps],
+                    lambda error: None)
+        return removed
+
     # ================================================================== time
     def _schedule(self, group: ConsumerGroup) -> None:
         deadline = group.next_deadline()

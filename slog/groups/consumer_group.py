@@ -263,7 +263,9 @@ class ConsumerGroup:
             self._compute_target()
         self._reconcile(member, request.owned, now_ms)
         member.session_deadline_ms = now_ms + session_timeout_ms
-        changed = member.assigned != before or request.member_epoch == JOIN_EPOCH or \
+        # Identity, not equality: reconciliation makes a new set when it changes one,
+        # and an idle heartbeat must not look at every partition.
+        changed = member.assigned is not before or request.member_epoch == JOIN_EPOCH or \
             (request.owned is not None and request.owned != member.assigned)
         return HeartbeatOutcome(member.member_id, member.member_epoch,
                                 member.assigned if changed else None)

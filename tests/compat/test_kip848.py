@@ -64,8 +64,14 @@ def drain(c: Consumer, want: int, seen: list[bytes], timeout_s: float = TIMEOUT_
 
 @pytest.fixture
 def conn(broker: BrokerProcess) -> Iterator[BrokerConnection]:
+    """A connection to a broker whose __consumer_offsets exists and is loaded."""
     host, port = broker.bootstrap.rsplit(":", 1)
     with BrokerConnection(host, int(port)).connect() as connection:
+        deadline = time.monotonic() + TIMEOUT_S
+        while connection.request(ApiKey.FIND_COORDINATOR, {"key": "any", "key_type": 0},
+                                 version=3).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
         yield connection
 
 
@@ -261,6 +267,19 @@ def test_regex_subscription_follows_new_topics(broker: BrokerProcess) -> None:
     c.close()
 
 
+def heartbeat_when_ready(conn: BrokerConnection, body: dict[str, Any]) -> Any:
+    """A heartbeat, sent again while the coordinator loads (after a restart)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=1)
+        if answer.error_code not in (ErrorCode.coordinator_load_in_progress,
+                                     ErrorCode.not_coordinator,
+                                     ErrorCode.coordinator_not_available):
+            return answer
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+
+
 def test_group_state_survives_a_restart(broker: BrokerProcess, conn: BrokerConnection
                                         ) -> None:
     """Epochs and assignments are in __consumer_offsets: a restarted coordinator
@@ -270,7 +289,7 @@ def test_group_state_survives_a_restart(broker: BrokerProcess, conn: BrokerConne
     body = {"group_id": group, "member_id": "m-" + group, "member_epoch": 0,
             "rebalance_timeout": 30000, "subscribed_topic_names": [topic],
             "topic_partitions": []}
-    joined = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=1)
+    joined = heartbeat_when_ready(conn, body)
     assert joined.error_code == ErrorCode.none and joined.member_epoch > 0
     assert joined.heartbeat_interval.total_seconds() == 0.5
     owned = joined.assignment.topic_partitions
@@ -284,14 +303,7 @@ def test_group_state_survives_a_restart(broker: BrokerProcess, conn: BrokerConne
                 "member_epoch": joined.member_epoch,
                 "topic_partitions": [{"topic_id": owned[0].topic_id,
                                       "partitions": list(owned[0].partitions)}]}
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:
-            answer = again.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, beat, version=1)
-            if answer.error_code not in (ErrorCode.coordinator_load_in_progress,
-                                         ErrorCode.not_coordinator):
-                break
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        answer = heartbeat_when_ready(again, beat)
         assert answer.error_code == ErrorCode.none
         assert answer.member_epoch == joined.member_epoch
         # A stale epoch is fenced; leaving works.
@@ -433,4 +445,33 @@ def test_cli_consumes_with_the_consumer_protocol_and_describes_the_group(
     offsets = run_cli("group", "describe", group, "-o", "json", "-b", broker.bootstrap)
     assert sorted((r["partition"], r["current_offset"]) for r in json.loads(offsets.stdout)) \
         == [(0, 5), (1, 5)]
+    member.close()
+
+
+def test_deleting_a_topic_drops_a_consumer_groups_offsets(broker: BrokerProcess,
+                                                          conn: BrokerConnection) -> None:
+    topic, group = unique("k9"), unique("g")
+    create(broker, topic, 1)
+    produce(broker, topic, [b"x", b"y"], 1)
+    member = consumer(broker, group)
+    member.subscribe([topic])
+    seen: list[bytes] = []
+    drain(member, 2, seen)
+    member.commit(asynchronous=False)
+
+    def committed() -> list[Any]:
+        response = conn.request(ApiKey.OFFSET_FETCH, {"groups": [
+            {"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}]},
+            version=9)
+        return [(t.name, p.committed_offset) for t in response.groups[0].topics
+                for p in t.partitions]
+
+    assert committed() == [(topic, 2)]
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics([topic]).values():
+        future.result(TIMEOUT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    while committed():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
     member.close()
