@@ -475,3 +475,37 @@ def test_deleting_a_topic_drops_a_consumer_groups_offsets(broker: BrokerProcess,
         assert time.monotonic() < deadline
         time.sleep(0.1)
     member.close()
+
+
+def test_a_static_member_restarts_without_a_rebalance(broker: BrokerProcess,
+                                                       conn: BrokerConnection) -> None:
+    topic, group = unique("k10"), unique("g")
+    create(broker, topic, 4)
+
+    def static(instance: str) -> Consumer:
+        c = consumer(broker, group, **{"group.instance.id": instance})
+        c.subscribe([topic])
+        return c
+
+    def settle(members: list[Consumer], each: int) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while any(len(c.assignment()) != each for c in members):
+            assert time.monotonic() < deadline
+            for c in members:
+                c.poll(0.1)
+
+    first, second = static("i1"), static("i2")
+    settle([first, second], 2)
+    before = describe(conn, group)
+    held = sorted(tp.partition for tp in first.assignment())
+    first.close()  # a static member leaves with epoch -2: it keeps its place
+    left = {m.instance_id: m for m in describe(conn, group).members}
+    assert left["i1"].member_epoch == -2 and len(left) == 2
+    again = static("i1")
+    settle([again, second], 2)
+    after = describe(conn, group)
+    assert after.group_epoch == before.group_epoch  # no rebalance
+    assert sorted(tp.partition for tp in again.assignment()) == held
+    assert {m.instance_id for m in after.members} == {"i1", "i2"}
+    again.close()
+    second.close()
