@@ -195,6 +195,28 @@ class ConsumerGroupCoordinator:
         wanted = list(group.offsets.committed) if partitions is None else list(partitions)
         return ErrorCode.none, {tp: group.offsets.get(tp) for tp in wanted}
 
+    def handle_delete_offsets(self, group: ConsumerGroup, partitions: Iterable[TopicPartition]
+                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: not for topics the group subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        try:
+            self._validate(group.group_id)
+        except KafkaApiError as exc:
+            return exc.code, {}
+        partitions = list(partitions)
+        errors = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
+                  if tp[0] in group.subscribed}
+        eligible = [tp for tp in partitions if tp not in errors]
+        self._tombstone_offsets(group, group.offsets.remove(eligible))
+        errors.update(dict.fromkeys(eligible, ErrorCode.none))
+        return ErrorCode.none, errors
+
+    def _tombstone_offsets(self, group: ConsumerGroup, partitions: list[TopicPartition]
+                           ) -> None:
+        if partitions:
+            self.manager.append(group.group_id, [
+                (OffsetKey(group.group_id, t, p).encode(), None) for t, p in partitions],
+                lambda error: None)
+
     # ================================================================== admin
     def describe(self, group_id: str) -> ConsumerGroup:
         self._validate(group_id)
@@ -220,11 +242,7 @@ class ConsumerGroupCoordinator:
         if not group.is_empty:
             return ErrorCode.non_empty_group
         self._delete(group)
-        tombstones: list[tuple[bytes, bytes | None]] = [
-            (OffsetKey(group_id, t, p).encode(), None) for t, p in group.offsets.committed]
-        group.offsets.remove(list(group.offsets.committed))
-        if tombstones:
-            self.manager.append(group_id, tombstones, lambda error: None)
+        self._tombstone_offsets(group, group.offsets.remove(list(group.offsets.committed)))
         return ErrorCode.none
 
     def _delete(self, group: ConsumerGroup) -> None:
@@ -237,11 +255,8 @@ class ConsumerGroupCoordinator:
         gone, removed = set(topics), 0
         for group in self.manager.consumer_groups.values():
             tps = group.offsets.remove([tp for tp in group.offsets.committed if tp[0] in gone])
-            if tps:
-                removed += len(tps)
-                self.manager.append(group.group_id, [
-                    (OffsetKey(group.group_id, t, p).encode(), None) for t, p in tps],
-                    lambda error: None)
+            self._tombstone_offsets(group, tps)
+            removed += len(tps)
         return removed
 
     # ================================================================== time

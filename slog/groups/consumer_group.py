@@ -353,7 +353,7 @@ class ConsumerGroup:
             member.client_id, updated = request.client_id, True
         if request.client_host and member.client_host != request.client_host:
             member.client_host, updated = request.client_host, True
-        if request.rebalance_timeout_ms != NO_CHANGE and \
+        if request.rebalance_timeout_ms >= 0 and \
                 member.rebalance_timeout_ms != request.rebalance_timeout_ms:
             member.rebalance_timeout_ms, updated = request.rebalance_timeout_ms, True
         resubscribed = False

@@ -509,3 +509,27 @@ def test_a_static_member_restarts_without_a_rebalance(broker: BrokerProcess,
     assert {m.instance_id for m in after.members} == {"i1", "i2"}
     again.close()
     second.close()
+
+
+def test_offset_delete_spares_subscribed_topics(broker: BrokerProcess,
+                                                conn: BrokerConnection) -> None:
+    topic, other, group = unique("k11"), unique("k11o"), unique("g")
+    create(broker, topic, 1)
+    create(broker, other, 1)
+    member = consumer(broker, group)
+    member.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    while not member.assignment():
+        assert time.monotonic() < deadline
+        member.poll(0.1)
+    member.commit(offsets=[TopicPartition(topic, 0, 1), TopicPartition(other, 0, 1)],
+                  asynchronous=False)
+    answer = conn.request(ApiKey.OFFSET_DELETE, {"group_id": group, "topics": [
+        {"name": t, "partitions": [{"partition_index": 0}]} for t in (topic, other)]},
+        version=0)
+    assert answer.error_code == ErrorCode.none
+    assert {t.name: t.partitions[0].error_code for t in answer.topics} == {
+        topic: ErrorCode.group_subscribed_to_topic, other: ErrorCode.none}
+    left = member.committed([TopicPartition(topic, 0), TopicPartition(other, 0)], TIMEOUT_S)
+    assert [tp.offset for tp in left] == [1, -1001]  # -1001: no committed offset
+    member.close()

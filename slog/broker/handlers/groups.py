@@ -311,7 +311,11 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
 async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known = [tp for tp in requested if _known(ctx, *tp)]
-    error, errors = _coordinator(ctx).handle_delete_offsets(request.group_id, known)
+    consumer_group = ctx.broker.consumer_groups.group(request.group_id)
+    if consumer_group is not None:
+        error, errors = ctx.broker.consumer_groups.handle_delete_offsets(consumer_group, known)
+    else:
+        error, errors = _coordinator(ctx).handle_delete_offsets(request.group_id, known)
     if error is not ErrorCode.none:
         return {"throttle_time": 0, "error_code": error, "topics": []}
     return {"throttle_time": 0, "error_code": NONE, "topics": [
