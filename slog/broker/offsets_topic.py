@@ -156,6 +156,8 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
         assignors=config.values["group.consumer.assignors"],
         max_size=config.get_int("group.consumer.max.size"),
+        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_ms=config.get_int("offsets.retention.check.interval.ms"),
     )
 
 

@@ -59,20 +59,29 @@ class ConsumerGroupConfig:
     heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     assignors: str = "uniform,range"  # group.consumer.assignors; the first is the default
     max_size: int = 2**31 - 1  # group.consumer.max.size
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_ms: int = 600_000  # offsets.retention.check.interval.ms
 
 
 def _monotonic_ms() -> float:
     return time.monotonic() * 1000
 
 
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
 class ConsumerGroupCoordinator:
     def __init__(self, config: ConsumerGroupConfig, manager: GroupMetadataManager,
                  topics: Callable[[], tuple[TopicsView, int]], *,
-                 clock: Callable[[], float] = _monotonic_ms):
+                 clock: Callable[[], float] = _monotonic_ms,
+                 wall: Callable[[], int] = _wall_ms):
         self.config = config
         self.manager = manager
         self._topics = topics
         self._clock = clock
+        self._wall = wall
+        self._next_retention_check = clock() + config.offsets_retention_check_ms
         self._assignors = assignors_from_config(config.assignors)
         self._due: WakingDueSchedule[str] = WakingDueSchedule(clock, TICK_S, IDLE_TICK_S)
         manager.new_consumer_group = self._new_group
@@ -265,8 +274,28 @@ class ConsumerGroupCoordinator:
         if deadline is not None:
             self._due.schedule(group.group_id, deadline)
 
+    def remove_expired_offsets(self) -> int:
+        """Kafka's rule for consumer groups: an offset expires ``offsets.retention.minutes``
+        after its commit unless the group subscribes to its topic; an empty group left
+        without offsets is deleted."""
+        now, removed = self._wall(), 0
+        for group in list(self.manager.consumer_groups.values()):
+            expired = group.offsets.expired(now, self.config.offsets_retention_ms,
+                                            lambda v: v.commit_timestamp_ms,
+                                            frozenset(group.subscribed))
+            self._tombstone_offsets(group, group.offsets.remove(expired))
+            removed += len(expired)
+            if group.is_empty and not group.offsets.has_offsets:
+                self._delete(group)
+        if removed:
+            log.info("removed %d expired offsets of consumer groups", removed)
+        return removed
+
     def expire(self) -> None:
         now = self._clock()
+        if now >= self._next_retention_check:
+            self._next_retention_check = now + self.config.offsets_retention_check_ms
+            self.remove_expired_offsets()
         for group_id in self._due.pop_due(now):
             group = self.group(group_id)
             if group is None:

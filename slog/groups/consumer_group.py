@@ -450,7 +450,8 @@ class ConsumerGroup:
         if member.member_epoch != self.target_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = self.target_epoch
-        member.assigned = kept | free
+        if kept | free != member.assigned:  # the same set stays the same object
+            member.assigned = kept | free
         member.state = MemberState.UNRELEASED_PARTITIONS if wanted - free \
             else MemberState.STABLE
 
@@ -486,6 +487,9 @@ class ConsumerGroup:
             del self.static_members[member.instance_id]
         self._release(member, member.assigned | member.pending_revocation)
         self.target.pop(member_id, None)
+        self.metadata_version = None  # its subscription may have been the only one of some
+        if not self.members:
+            self.subscribed = {}
         self.changes.removed.add(member_id)
         self.changes.members.discard(member_id)
         self.changes.assignments.discard(member_id)
