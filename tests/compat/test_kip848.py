@@ -533,3 +533,22 @@ def test_offset_delete_spares_subscribed_topics(broker: BrokerProcess,
     left = member.committed([TopicPartition(topic, 0), TopicPartition(other, 0)], TIMEOUT_S)
     assert [tp.offset for tp in left] == [1, -1001]  # -1001: no committed offset
     member.close()
+
+
+def test_metadata_by_topic_id(broker: BrokerProcess, conn: BrokerConnection) -> None:
+    """KIP-848 clients ask Metadata (v12+) for the topic ids of their assignments."""
+    import uuid
+
+    topic = unique("k12")
+    create(broker, topic, 2)
+    by_name = conn.request(ApiKey.METADATA, {"topics": [{"name": topic}]}, version=12)
+    topic_id = by_name.topics[0].topic_id
+    unknown = uuid.uuid4()
+    answer = conn.request(ApiKey.METADATA, {"topics": [
+        {"topic_id": topic_id, "name": None}, {"topic_id": unknown, "name": None},
+        {"topic_id": None, "name": None}]}, version=12)
+    found = {t.topic_id: t for t in answer.topics}
+    assert set(found) == {topic_id, unknown}  # the entry with neither is ignored
+    assert (found[topic_id].name, len(found[topic_id].partitions)) == (topic, 2)
+    assert (found[unknown].name, found[unknown].error_code) == \
+        (None, ErrorCode.unknown_topic_id)

@@ -143,14 +143,15 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     else:
         names = [t.name for t in requested if t.name is not None]
         # v12+ may name topics by id only (KIP-516; KIP-848 consumers do, for the
-        # topic ids of their assignments).
-        for t in requested:
-            if t.name is None:
-                name = image.topic_name(getattr(t, "topic_id", None))
-                if name is None:
-                    unknown_ids.append(getattr(t, "topic_id", None))
-                else:
-                    names.append(name)
+        # topic ids of their assignments); an entry with neither is ignored, as before.
+        by_id = [t.topic_id for t in requested if ctx.version >= 12 and t.name is None
+                 and t.topic_id is not None and t.topic_id.int]
+        for topic_id in by_id:
+            name = image.topic_name(topic_id)
+            if name is None:
+                unknown_ids.append(topic_id)
+            else:
+                names.append(name)
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and \
         broker.config.get_bool("auto.create.topics.enable")
     describable = {name: _describable(ctx, name) for name in names}
