@@ -62,6 +62,17 @@ def drain(c: Consumer, want: int, seen: list[bytes], timeout_s: float = TIMEOUT_
             seen.append(msg.value())
 
 
+def assigned_member(broker: BrokerProcess, group: str, topic: str) -> Consumer:
+    """A member subscribed to ``topic`` once it holds partitions (all, if alone)."""
+    member = consumer(broker, group)
+    member.subscribe([topic])
+    deadline = time.monotonic() + TIMEOUT_S
+    while not member.assignment():
+        assert time.monotonic() < deadline
+        member.poll(0.1)
+    return member
+
+
 @pytest.fixture
 def conn(broker: BrokerProcess) -> Iterator[BrokerConnection]:
     """A connection to a broker whose __consumer_offsets exists and is loaded."""
@@ -319,12 +330,7 @@ def test_classic_and_consumer_groups_do_not_mix(broker: BrokerProcess,
                                                 conn: BrokerConnection) -> None:
     topic, group = unique("k6"), unique("g")
     create(broker, topic, 1)
-    member = consumer(broker, group)
-    member.subscribe([topic])
-    deadline = time.monotonic() + TIMEOUT_S
-    while not member.assignment():
-        assert time.monotonic() < deadline
-        member.poll(0.1)
+    member = assigned_member(broker, group, topic)
     classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
                         "group.protocol": "classic", "session.timeout.ms": 6000})
     classic.subscribe([topic])
@@ -424,12 +430,7 @@ def test_cli_consumes_with_the_consumer_protocol_and_describes_the_group(
                    "-b", broker.bootstrap)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split()) == sorted(f"c{i}" for i in range(10))
-    member = consumer(broker, group)  # keep a member in the group while describing
-    member.subscribe([topic])
-    deadline = time.monotonic() + TIMEOUT_S
-    while len(member.assignment()) != 2:
-        assert time.monotonic() < deadline
-        member.poll(0.1)
+    member = assigned_member(broker, group, topic)  # a member while describing
     state = run_cli("group", "describe", group, "--state", "-o", "json", "-b",
                     broker.bootstrap)
     [row] = json.loads(state.stdout)
@@ -516,12 +517,7 @@ def test_offset_delete_spares_subscribed_topics(broker: BrokerProcess,
     topic, other, group = unique("k11"), unique("k11o"), unique("g")
     create(broker, topic, 1)
     create(broker, other, 1)
-    member = consumer(broker, group)
-    member.subscribe([topic])
-    deadline = time.monotonic() + TIMEOUT_S
-    while not member.assignment():
-        assert time.monotonic() < deadline
-        member.poll(0.1)
+    member = assigned_member(broker, group, topic)
     member.commit(offsets=[TopicPartition(topic, 0, 1), TopicPartition(other, 0, 1)],
                   asynchronous=False)
     answer = conn.request(ApiKey.OFFSET_DELETE, {"group_id": group, "topics": [
