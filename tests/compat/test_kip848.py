@@ -548,3 +548,28 @@ def test_metadata_by_topic_id(broker: BrokerProcess, conn: BrokerConnection) -> 
     assert (found[topic_id].name, len(found[topic_id].partitions)) == (topic, 2)
     assert (found[unknown].name, found[unknown].error_code) == \
         (None, ErrorCode.unknown_topic_id)
+
+
+def test_slog_consumer_pattern_is_the_groups_regex(broker: BrokerProcess,
+                                                   conn: BrokerConnection) -> None:
+    from slog.client import Consumer as SlogConsumer
+
+    prefix, group = unique("sx"), unique("g")
+    create(broker, f"{prefix}-a", 1)
+    produce(broker, f"{prefix}-a", [b"a"], 1)
+    c = SlogConsumer(broker.bootstrap, group_id=group, group_protocol="consumer",
+                     auto_offset_reset="earliest", fetch_max_wait_ms=100)
+    c.subscribe(pattern=f"{prefix}-.*")
+    seen: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while seen != [b"a"]:
+        assert time.monotonic() < deadline
+        seen += [r.value for r in c.poll(50)]
+    [member] = describe(conn, group).members
+    assert member.subscribed_topic_regex == f"{prefix}-.*"
+    create(broker, f"{prefix}-b", 1)  # the broker's regex picks it up
+    produce(broker, f"{prefix}-b", [b"b"], 1)
+    while b"b" not in seen:
+        assert time.monotonic() < deadline
+        seen += [r.value for r in c.poll(50)]
+    c.close()
