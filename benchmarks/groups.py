@@ -13,7 +13,11 @@ session timeout. Three measurements:
   own thread; ``heartbeat_interval_ms`` is 50, which bounds how soon the
   existing members hear of the rebalance (Kafka's classic protocol tells
   them only in a heartbeat response). Median of ``--runs`` runs. Target:
-  median < 200 ms for 8 consumers.
+  median < 200 ms for 8 consumers. The same run measures KIP-848's consumer
+  protocol (``group_protocol="consumer"``, the broker's ``uniform``
+  assignor, ``group.consumer.heartbeat.interval.ms`` 50) beside the classic
+  one: there the newcomer's partitions come free only after their old owners
+  heartbeat that they revoked them. Goal: no slower than classic.
 * **Group consume throughput**: ``--records`` 100-byte records on 6
   partitions, read by 3 slog consumer *processes* in one group (join time
   included), against one process with all 6 partitions ``assign()``-ed.
@@ -25,7 +29,8 @@ session timeout. Three measurements:
 
 Usage::
 
-    python benchmarks/groups.py [--quick] [--runs N] [--records N]
+    python benchmarks/groups.py [--quick] [--runs N] [--records N] [--rebalance-only]
+        [--sizes 1,2,4]
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ from slog.broker.daemon import start_daemon, stop_daemon  # noqa: E402
 from slog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from tests.brokers import free_port  # noqa: E402
 
-BROKER = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100"}
+BROKER = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "100",
+          "group.consumer.heartbeat.interval.ms": "50"}
 SIZES = (1, 2, 4, 8, 16)
+PROTOCOLS = ("classic", "consumer")
 LATENCY_PARTITIONS = 16
 VALUE = b"v" * 100
 FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 50, "fetch_max_wait_ms": 100,
@@ -59,9 +66,11 @@ FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 50, "fetch_max_wait
 class Member(threading.Thread):
     """A group consumer polling in its own thread until stopped."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str, index: int):
+    def __init__(self, bootstrap: str, group: str, topic: str, index: int,
+                 protocol: str = "classic"):
         super().__init__(daemon=True)
-        self.consumer = Consumer(bootstrap, group_id=group, client_id=f"m{index:02d}", **FAST)
+        self.consumer = Consumer(bootstrap, group_id=group, client_id=f"m{index:02d}",
+                                 group_protocol=protocol, **FAST)
         self.topic = topic
         self.stopped = threading.Event()
         self.subscribed_at = 0.0
@@ -75,7 +84,8 @@ class Member(threading.Thread):
 
 
 def settled(members: list[Member], partitions: int) -> bool:
-    """Every member holds its share of one generation, and together they hold all."""
+    """Every member holds its share of one generation (KIP-848: one member epoch), and
+    together they hold all."""
     generations = {m.consumer.group_metadata().generation_id for m in members}
     owned = [m.consumer.assignment() for m in members]
     every = [tp for parts in owned for tp in parts]
@@ -91,15 +101,16 @@ def wait(condition: Any, timeout_s: float = 30.0) -> float:
     return time.perf_counter()
 
 
-def rebalance_latency(bootstrap: str, topic: str, size: int, run: int) -> float:
-    group = f"latency-{size}-{run}"
-    members = [Member(bootstrap, group, topic, i) for i in range(size - 1)]
+def rebalance_latency(bootstrap: str, topic: str, size: int, run: int,
+                      protocol: str = "classic") -> float:
+    group = f"latency-{protocol}-{size}-{run}"
+    members = [Member(bootstrap, group, topic, i, protocol) for i in range(size - 1)]
     try:
         for member in members:
             member.start()
         if members:
             wait(lambda: settled(members, LATENCY_PARTITIONS))
-        last = Member(bootstrap, group, topic, size - 1)
+        last = Member(bootstrap, group, topic, size - 1, protocol)
         members.append(last)
         last.start()
         done = wait(lambda: last.subscribed_at and settled(members, LATENCY_PARTITIONS))
@@ -176,7 +187,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--records", type=int, default=None)
+    parser.add_argument("--rebalance-only", action="store_true",
+                        help="only the rebalance latencies (classic and KIP-848)")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="group sizes for the rebalance latency, comma-separated")
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
     runs = 3 if args.quick and args.runs == 5 else args.runs
     total = args.records or (100_000 if args.quick else 600_000)
     with tempfile.TemporaryDirectory() as tmp:
@@ -191,12 +207,18 @@ def main() -> None:
                 for i in range(total):
                     producer.send("throughput", VALUE, partition=i % 6)
                 producer.flush()
-            print(f"rebalance latency, {LATENCY_PARTITIONS} partitions, range, "
-                  f"heartbeat 50 ms (median of {runs})")
-            for size in SIZES:
-                samples = [rebalance_latency(bootstrap, "latency", size, r) for r in range(runs)]
-                print(f"  {size:2d} consumers: {statistics.median(samples) * 1000:6.0f} ms"
-                      f"   (min {min(samples) * 1000:.0f}, max {max(samples) * 1000:.0f})")
+            print(f"rebalance latency, {LATENCY_PARTITIONS} partitions, heartbeat 50 ms "
+                  f"(median of {runs}): classic (range) and KIP-848 consumer (uniform)")
+            for size in sizes:
+                line = f"  {size:2d} consumers:"
+                for protocol in PROTOCOLS:
+                    samples = [rebalance_latency(bootstrap, "latency", size, r, protocol)
+                               for r in range(runs)]
+                    line += (f"  {protocol} {statistics.median(samples) * 1000:6.0f} ms"
+                             f" (min {min(samples) * 1000:.0f}, max {max(samples) * 1000:.0f})")
+                print(line)
+            if args.rebalance_only:
+                return
             print(f"group consume, {total:,} records of 100 bytes on 6 partitions "
                   f"(median of {runs})")
             group = statistics.median(throughput(bootstrap, "throughput", total, 3, f"tp-{r}")

@@ -142,8 +142,10 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
     elif api_key == ApiKey.FIND_COORDINATOR:
         yield from _find_coordinator(request)
     elif api_key in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
-                     ApiKey.LEAVE_GROUP):
+                     ApiKey.LEAVE_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT):
         yield _group(op.READ, request.group_id)
+    elif api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:
+        yield from (_group(op.DESCRIBE, g) for g in request.group_ids)
     elif api_key == ApiKey.DESCRIBE_GROUPS:
         yield from (_group(op.DESCRIBE, g) for g in request.groups)
     elif api_key == ApiKey.DELETE_GROUPS:

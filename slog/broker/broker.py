@@ -23,7 +23,7 @@ from slog.broker.data_dir_watch import DataDirWakeups
 from slog.broker.forwarding import FORWARD_TIMEOUT_S
 from slog.broker.handlers.cluster import topic_entry
 from slog.broker.metadata_cache import MetadataResponseCache
-from slog.broker.offsets_topic import build_group_coordinator
+from slog.broker.offsets_topic import build_consumer_group_coordinator, build_group_coordinator
 from slog.broker.quotas import ClientQuotas
 from slog.broker.security import Security
 from slog.broker.topic_creator import TopicCreator
@@ -45,6 +45,7 @@ from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
+from slog.groups.consumer_coordinator import ConsumerGroupCoordinator
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
 from slog.protocol.errors import ErrorCode
@@ -136,6 +137,8 @@ class Broker:
                                           config.get_int("quota.window.size.seconds"))
         self.metadata_cache = MetadataResponseCache(topic_entry)
         self.groups: GroupCoordinator = build_group_coordinator(self)
+        self.consumer_groups: ConsumerGroupCoordinator = build_consumer_group_coordinator(
+            self, self.groups.manager)  # KIP-848 groups beside the classic ones
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
@@ -207,6 +210,7 @@ class Broker:
         deleted = topics_before - set(self.image.topics)
         if deleted:
             self.groups.remove_offsets_of_deleted_topics(deleted)
+            self.consumer_groups.remove_offsets_of_deleted_topics(deleted)
         return changed
 
     def _apply_dynamic_config(self) -> None:
@@ -429,7 +433,8 @@ class Broker:
     def start_background_tasks(self) -> None:
         self.wakeups.start()
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
-                 self.replicas.maintain_isr(self.alter_isr), self.groups.run()]
+                 self.replicas.maintain_isr(self.alter_isr), self.groups.run(),
+                 self.consumer_groups.run()]
         for coroutine in loops:
             task = asyncio.create_task(coroutine)
             task.add_done_callback(_report_crash)

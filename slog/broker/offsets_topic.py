@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from slog.core import batch
 from slog.core.errors import OffsetOutOfRangeError, StorageError
 from slog.core.log import RecordTooLargeError
+from slog.core.names import INTERNAL_TOPICS
+from slog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
+from slog.groups.consumer_group import TopicInfo
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.manager import GroupMetadataManager, StoreError
 from slog.groups.placement import OFFSETS_TOPIC
@@ -146,3 +149,31 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
     broker.replicas.leadership_listeners.append(on_role_change)
     return coordinator
 
+
+def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
+    return ConsumerGroupConfig(
+        session_timeout_ms=config.get_int("group.consumer.session.timeout.ms"),
+        heartbeat_interval_ms=config.get_int("group.consumer.heartbeat.interval.ms"),
+        assignors=config.values["group.consumer.assignors"],
+        max_size=config.get_int("group.consumer.max.size"),
+        offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
+        offsets_retention_check_ms=config.get_int("offsets.retention.check.interval.ms"),
+    )
+
+
+def build_consumer_group_coordinator(broker: Broker, manager: GroupMetadataManager
+                                     ) -> ConsumerGroupCoordinator:
+    """KIP-848 groups on the same manager as the classic ones. Their view of the
+    topics is rebuilt only when the metadata image has moved on; internal topics
+    are left out (never matched by a regex subscription, as in Kafka)."""
+    cached: list[tuple[dict[str, TopicInfo], int]] = []
+
+    def topics() -> tuple[dict[str, TopicInfo], int]:
+        image = broker.image
+        if not cached or cached[0][1] != image.offset:
+            view = {name: TopicInfo(t.topic_id, len(t.partitions))
+                    for name, t in image.topics.items() if name not in INTERNAL_TOPICS}
+            cached[:] = [(view, image.offset)]
+        return cached[0]
+
+    return ConsumerGroupCoordinator(consumer_group_config(broker.config), manager, topics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -88,6 +89,11 @@ def _start_positions(consumer: Any, tps: list[Any], mode: str, value: int,
             else ends[tp] for tp in tps}
 
 
+class GroupProtocol(StrEnum):
+    classic = "classic"
+    consumer = "consumer"
+
+
 def consume(
     topics: TopicsArgument,
     offset: Annotated[str, typer.Option(
@@ -106,6 +112,9 @@ def consume(
         "--group", "-g", "-G", help="Consume as a member of this consumer group: the group assigns "
         "partitions and offsets are committed; --offset only applies where the group has "
         "none.")] = None,
+    group_protocol: Annotated[GroupProtocol, typer.Option(
+        "--group-protocol", help="With --group: classic (JoinGroup/SyncGroup, the members "
+        "assign) or consumer (KIP-848: the broker assigns).")] = GroupProtocol.classic,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: LongOutputOption = OutputFormat.table,
 ) -> None:
@@ -132,7 +141,8 @@ def consume(
         if mode not in ("beginning", "end"):
             fail("with --group, --offset is beginning or end (where the group has no offset)",
                  code=EXIT_USAGE)
-        _consume_group(topics, group, mode, max_messages, exit_at_end, fmt, bootstrap, output)
+        _consume_group(topics, group, mode, max_messages, exit_at_end, fmt, bootstrap, output,
+                       group_protocol.value)
         return
     with client_errors(bootstrap):
         consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli")
@@ -208,7 +218,8 @@ class _Printed:
 
 
 def _consume_group(topics: list[str], group: str, mode: str, max_messages: int | None,
-                   exit_at_end: bool, fmt: str, bootstrap: str, output: OutputFormat) -> None:
+                   exit_at_end: bool, fmt: str, bootstrap: str, output: OutputFormat,
+                   group_protocol: str) -> None:
     """As a group member: commit what was printed; -e stops once every assigned
     partition is at its end."""
     from slog.client import Consumer, TopicPartition
@@ -218,7 +229,7 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
     printed = _Printed()
     with client_errors(bootstrap):
         consumer = Consumer(bootstrap, group_id=group, client_id="slog-cli",
-                            enable_auto_commit=False,
+                            enable_auto_commit=False, group_protocol=group_protocol,
                             auto_offset_reset="earliest" if mode == "beginning" else "latest")
         printed.consumer = consumer
         try:

@@ -104,7 +104,8 @@ def _state_rows(descriptions: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"group": g, "coordinator": f"{d.coordinator.host}:{d.coordinator.port} "
                                         f"({d.coordinator.node_id})",
              "coordinator_id": d.coordinator.node_id, "assignor": d.assignor or None,
-             "state": d.state, "members": len(d.members)}
+             "state": d.state, "members": len(d.members), "type": d.group_type,
+             "group_epoch": d.group_epoch, "assignment_epoch": d.assignment_epoch}
             for g, d in descriptions.items()]
 
 
@@ -121,11 +122,16 @@ def _member_rows(descriptions: dict[str, Any], verbose: bool) -> list[dict[str, 
         for m in d.members:
             row = {"group": g, "consumer_id": m.member_id,
                    "group_instance_id": m.group_instance_id, "host": m.host,
-                   "client_id": m.client_id, "partitions": len(m.assignment)}
+                   "client_id": m.client_id, "partitions": len(m.assignment),
+                   "member_epoch": m.member_epoch}
             if verbose:
                 row["assignment"] = _assignment_text(m.assignment)
                 row["assigned"] = [{"topic": tp.topic, "partition": tp.partition}
                                    for tp in m.assignment]
+                target = m.target_assignment
+                row["target"] = None if target is None else _assignment_text(target)
+                row["target_assigned"] = None if target is None else [
+                    {"topic": tp.topic, "partition": tp.partition} for tp in target]
             rows.append(row)
     return rows
 
@@ -196,11 +202,12 @@ def describe(
             raise typer.Exit(EXIT_NOT_FOUND)
         live = {g: d for g, d in found.items() if g not in missing}
         if state:
-            emit(_state_rows(live), ["group", "coordinator", "assignor", "state", "members"],
-                 output)
+            emit(_state_rows(live), ["group", "type", "coordinator", "assignor", "state",
+                                     "members", "group_epoch", "assignment_epoch"], output)
         elif members:
             columns = ["group", "consumer_id", "group_instance_id", "host", "client_id",
-                       "partitions"] + (["assignment"] if verbose else [])
+                       "partitions", "member_epoch"] + \
+                (["assignment", "target"] if verbose else [])
             emit(_member_rows(live, verbose), columns, output)
         else:
             emit(_offset_rows(clients, live),

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from slog.client.assignors import make_assignors
 from slog.client.cluster import ClusterClient, client_tls
+from slog.client.consumer_protocol_group import ConsumerProtocolGroup
 from slog.client.errors import InvalidArgumentError, KafkaError, OffsetOutOfRangeError
 from slog.client.fetcher import Fetcher
 from slog.client.group import ConsumerGroup, GroupMetadata, RebalanceListener
@@ -56,6 +57,7 @@ __all__ = ["CommittedOffsets", "Consumer"]
 # one that has one (group membership provides this).
 CommittedOffsets = Callable[[list[TopicPartition]], dict[TopicPartition, int]]
 RESET_STRATEGIES = ("earliest", "latest", "none")
+GROUP_PROTOCOLS = ("classic", "consumer")  # KIP-848: "consumer" lets the broker assign
 
 
 class Consumer:
@@ -86,6 +88,8 @@ class Consumer:
         auto_commit_interval_ms: int = 5_000,
         metadata_max_age_ms: int = 300_000,
         client_rack: str = "",
+        group_protocol: str = "classic",
+        group_remote_assignor: str | None = None,
         security_protocol: str | None = None,
         ssl_cafile: str | None = None,
         ssl_certfile: str | None = None,
@@ -118,9 +122,15 @@ class Consumer:
             metadata_max_age_ms=metadata_max_age_ms)
         self._metadata_next = 0.0
         self._closed = False
+        if group_protocol not in GROUP_PROTOCOLS:
+            raise InvalidArgumentError(f"group_protocol must be one of {GROUP_PROTOCOLS}")
         self._group: ConsumerGroup | None = None
         if group_id is not None:
-            self._group = ConsumerGroup(
+            # KIP-848: the broker assigns (group_remote_assignor picks its assignor).
+            kip848 = {"server_assignor": group_remote_assignor} \
+                if group_protocol == "consumer" else {}
+            membership = ConsumerProtocolGroup if kip848 else ConsumerGroup
+            self._group = membership(
                 self._cluster, self._subs, self._fetcher.discard, group_id=group_id,
                 group_instance_id=group_instance_id, client_id=client_id,
                 session_timeout_ms=session_timeout_ms, max_poll_interval_ms=max_poll_interval_ms,
@@ -129,7 +139,7 @@ class Consumer:
                 enable_auto_commit=enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms,
                 retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
-                metadata_max_age_ms=metadata_max_age_ms)
+                metadata_max_age_ms=metadata_max_age_ms, **kip848)
             if committed_offsets is None:
                 self._committed = self._group.committed_offsets
 

@@ -259,14 +259,21 @@ class ConsumerGroup:
                 self._joined is not None
 
     # ================================================================ poll() side
-    def poll(self) -> None:
-        """Drive the group from the application thread; raises fatal group errors."""
+    def _polled(self) -> float:
+        """What every poll() does first: note the time (the heartbeat thread's
+        max.poll.interval.ms watch) and raise a fatal error the thread found."""
         now = time.monotonic()
         with self._lock:
             self._last_poll = now
             if self._fatal is not None:
                 fatal, self._fatal = self._fatal, None
                 raise fatal
+        return now
+
+    def poll(self) -> None:
+        """Drive the group from the application thread; raises fatal group errors."""
+        now = self._polled()
+        with self._lock:
             joined, self._joined = self._joined, None
         self._complete_async_commits()
         if joined is not None:

@@ -84,6 +84,10 @@ class MemberDescription:
     host: str
     assignment: list[TopicPartition] = field(default_factory=list)
     topics: list[str] = field(default_factory=list)  # its subscription
+    # KIP-848 groups only (None for classic ones): the member's epoch and the
+    # partitions the broker's assignor means it to have (it may still be reconciling).
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,9 @@ class GroupDescription:
     assignor: str
     members: list[MemberDescription]
     coordinator: BrokerMetadata
+    group_type: str = "classic"  # "consumer": a KIP-848 group (ConsumerGroupDescribe)
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 def _pipeline(conn: BrokerConnection, api_key: int, bodies: Sequence[dict[str, Any]]
@@ -117,6 +124,11 @@ def _member(m: Any, consumer: bool) -> MemberDescription:
             pass
     return MemberDescription(m.member_id, getattr(m, "group_instance_id", None), m.client_id,
                              m.client_host, assignment, topics)
+
+
+def _partitions(assignment: Any) -> list[TopicPartition]:
+    return sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions
+                  for p in t.partitions)
 
 
 class GroupAdmin:
@@ -180,8 +192,27 @@ class GroupAdmin:
                 results[g.group_id] = GroupDescription(
                     g.group_id, g.group_state, g.protocol_type, g.protocol_data,
                     [_member(m, consumer) for m in g.members], node)
+            results.update(self._describe_kip848(node, ids))
         raise_for_items(failures, results)
         return results
+
+    def _describe_kip848(self, node: BrokerMetadata, ids: list[str]
+                         ) -> dict[str, GroupDescription]:
+        """ConsumerGroupDescribe where the coordinator has it: KIP-848 groups with their
+        epochs and target assignments (classic groups answer GROUP_ID_NOT_FOUND)."""
+        conn = self._connection(node)
+        if ApiKey.CONSUMER_GROUP_DESCRIBE not in conn.versions:
+            return {}
+        response = conn.request(ApiKey.CONSUMER_GROUP_DESCRIBE, {
+            "group_ids": ids, "include_authorized_operations": False},
+            version=min(1, conn.versions[ApiKey.CONSUMER_GROUP_DESCRIBE][1]))
+        return {g.group_id: GroupDescription(
+            g.group_id, g.group_state, PROTOCOL_TYPE, g.assignor_name,
+            [MemberDescription(m.member_id, m.instance_id, m.client_id, m.client_host,
+                               _partitions(m.assignment), sorted(m.subscribed_topic_names),
+                               m.member_epoch, _partitions(m.target_assignment))
+             for m in g.members], node, "consumer", g.group_epoch, g.assignment_epoch)
+            for g in response.groups if not g.error_code}
 
     # -- offsets ----------------------------------------------------------------------------
     def list_offsets(self, group_ids: Iterable[str],

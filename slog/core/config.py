@@ -164,6 +164,11 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "group.max.size": ("2147483647", _int(1)),
     "group.min.session.timeout.ms": ("6000", _int(1)),
     "group.max.session.timeout.ms": ("1800000", _int(1)),
+    # KIP-848 consumer-protocol groups (slog/groups/consumer_coordinator.py).
+    "group.consumer.session.timeout.ms": ("45000", _int(1, _INT32_MAX)),
+    "group.consumer.heartbeat.interval.ms": ("5000", _int(1, _INT32_MAX)),
+    "group.consumer.assignors": ("uniform,range", _choice("uniform", "range", many=True)),
+    "group.consumer.max.size": ("2147483647", _int(1, _INT32_MAX)),
     "offsets.topic.segment.bytes": (str(100 * 1024 * 1024), _int(14)),
     "offsets.commit.timeout.ms": ("5000", _int(1)),
     "offsets.retention.minutes": ("10080", _int(1)),

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 from collections.abc import Callable, Hashable, Iterator
 from typing import Generic, TypeVar
 
@@ -117,6 +118,16 @@ class WakingDueSchedule(DueSchedule[K]):
         except TimeoutError:
             return
         await asyncio.sleep(self._granularity_s)
+
+    async def run(self, tick: Callable[[], None], log: logging.Logger, what: str) -> None:
+        """A timer task: ``tick()`` whenever something is due; a failing tick is logged
+        and the task goes on."""
+        while True:
+            await self.sleep_until_due()
+            try:
+                tick()
+            except Exception:
+                log.exception("%s tick failed", what)
 
 
 class Wakeup:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import struct
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Self, TypeVar
 
 from slog.core.errors import SlogError
 
@@ -33,19 +33,19 @@ class Writer:
     def __init__(self) -> None:
         self._buf = bytearray()
 
-    def int16(self, value: int) -> Writer:
+    def int16(self, value: int) -> Self:
         self._buf += _I16.pack(value)
         return self
 
-    def int32(self, value: int) -> Writer:
+    def int32(self, value: int) -> Self:
         self._buf += _I32.pack(value)
         return self
 
-    def int64(self, value: int) -> Writer:
+    def int64(self, value: int) -> Self:
         self._buf += _I64.pack(value)
         return self
 
-    def string(self, value: str | None) -> Writer:
+    def string(self, value: str | None) -> Self:
         if value is None:
             return self.int16(-1)
         data = value.encode()
@@ -53,14 +53,14 @@ class Writer:
         self._buf += data
         return self
 
-    def bytes(self, value: bytes | None) -> Writer:
+    def bytes(self, value: bytes | None) -> Self:
         if value is None:
             return self.int32(-1)
         self.int32(len(value))
         self._buf += value
         return self
 
-    def array(self, items: Iterable[T], write: Callable[[Writer, T], object]) -> Writer:
+    def array(self, items: Iterable[T], write: Callable[[Writer, T], object]) -> Self:
         items = list(items)
         self.int32(len(items))
         for item in items:

@@ -854,9 +854,4 @@ class GroupCoordinator:
 
     async def run(self) -> None:
         """The broker's timer task."""
-        while True:
-            await self._due.sleep_until_due()
-            try:
-                self.expire()
-            except Exception:
-                log.exception("group coordinator tick failed")
+        await self._due.run(self.expire, log, "group coordinator")

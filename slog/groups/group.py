@@ -52,9 +52,9 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 
 class GroupType(Enum):
-    """A group's protocol family (KIP-848's ``group.type``). slog has only classic
-    groups (JoinGroup/SyncGroup); the others are named so that filters by type
-    (ListGroups v5) can be answered."""
+    """A group's protocol family (KIP-848's ``group.type``): classic groups here,
+    consumer groups in :mod:`slog.groups.consumer_group`; share and streams groups
+    are named only so that filters by type (ListGroups v5) can be answered."""
 
     CLASSIC = "classic"
     CONSUMER = "consumer"

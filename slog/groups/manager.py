@@ -22,6 +22,8 @@ from typing import Protocol
 from slog.core.errors import CorruptRecordError
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.records import BatchBuilder, iter_decoded_batches
+from slog.groups.consumer_group import ConsumerGroup
+from slog.groups.consumer_records import ConsumerGroupReplay, decode_consumer_key
 from slog.groups.group import GroupMetadata, GroupState
 from slog.groups.member import MemberMetadata
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
@@ -83,6 +85,7 @@ class _Replay:
     offsets: dict[str, dict[TopicPartition, tuple[OffsetAndMetadata | None, int]]]
     # Records of key versions slog does not know (a newer coordinator's): version -> count.
     unknown: dict[int, int] = field(default_factory=dict)
+    consumer: dict[str, ConsumerGroupReplay] = field(default_factory=dict)  # KIP-848 groups
 
 
 class GroupMetadataManager:
@@ -92,6 +95,11 @@ class GroupMetadataManager:
         self._default_partitions = default_partitions
         self._wall_ms = wall_ms
         self.groups: dict[str, GroupMetadata] = {}
+        # KIP-848 consumer-protocol groups; a group id is in one of the two maps at most.
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
+        self.new_consumer_group: Callable[[str], ConsumerGroup] = \
+            lambda group_id: ConsumerGroup(group_id, ())
+        self.on_consumer_loaded: Callable[[ConsumerGroup], None] = lambda group: None
         self.owned: set[int] = set()
         self.loading: dict[int, asyncio.Task[None] | None] = {}
         self._pending_writes: set[asyncio.Task[None]] = set()
@@ -161,6 +169,8 @@ class GroupMetadataManager:
                       if partition_for(g.group_id, count) == partition]:
             del self.groups[group.group_id]
             self.on_unloaded(group)
+        for group_id in [g for g in self.consumer_groups if partition_for(g, count) == partition]:
+            self.consumer_groups.pop(group_id).dead = True
 
     def check_ownership(self) -> None:
         """Drop partitions we no longer lead without having been told (a deleted topic)."""
@@ -219,6 +229,9 @@ class GroupMetadataManager:
             elif isinstance(parsed, GroupKey):
                 group = None if value is None else decode_group_value(value)
                 replay.groups[parsed.group] = (group, offset)
+            elif (consumer := decode_consumer_key(key)) is not None:
+                replay.consumer.setdefault(consumer.group, ConsumerGroupReplay()).apply(
+                    consumer, value)
             else:
                 version = int.from_bytes(key[:2], "big", signed=True)
                 replay.unknown[version] = replay.unknown.get(version, 0) + 1
@@ -232,8 +245,12 @@ class GroupMetadataManager:
                         dict(sorted(replay.unknown.items())))
         count = self.partition_count()
         loaded = 0
-        for group_id in set(replay.groups) | set(replay.offsets):
-            if partition_for(group_id, count) != partition or group_id in self.groups:
+        for group_id in set(replay.groups) | set(replay.offsets) | set(replay.consumer):
+            if partition_for(group_id, count) != partition or group_id in self.groups \
+                    or group_id in self.consumer_groups:
+                continue
+            if self._load_consumer_group(group_id, replay):
+                loaded += 1
                 continue
             value = replay.groups.get(group_id, (None, -1))[0]
             offsets = {tp: v for tp, v in replay.offsets.get(group_id, {}).items()
@@ -251,7 +268,26 @@ class GroupMetadataManager:
         if loaded:
             log.info("loaded %d groups from __consumer_offsets-%d", loaded, partition)
 
+    def _load_consumer_group(self, group_id: str, replay: _Replay) -> bool:
+        found = replay.consumer.get(group_id)
+        if found is None:
+            return False
+        group = self.new_consumer_group(group_id)
+        if not found.build(group):
+            return False
+        for tp, (committed, record_offset) in replay.offsets.get(group_id, {}).items():
+            if committed is not None:
+                group.offsets.load(tp, committed, record_offset)
+        self.consumer_groups[group_id] = group
+        self.on_consumer_loaded(group)
+        return True
+
     # -- writes ---------------------------------------------------------------------------
+    def append(self, group_id: str, records: Iterable[Record],
+               callback: Callable[[ErrorCode], None]) -> None:
+        """Append records of ``group_id``'s partition; ``callback`` once committed."""
+        self._append(group_id, records, lambda error, _offset: callback(error))
+
     def _append(self, group_id: str, records: Iterable[Record],
                 done: Callable[[ErrorCode, int], None]) -> None:
         """Append records for ``group_id`` and call ``done(error, last offset)`` once they
@@ -289,7 +325,7 @@ class GroupMetadataManager:
                                        encode_group_value(value))],
                      lambda error, _offset: callback(error))
 
-    def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition,
+    def store_offsets(self, group: GroupMetadata | ConsumerGroup, offsets: Mapping[TopicPartition,
                       OffsetAndMetadata], callback: Callable[[ErrorCode], None]) -> None:
         """Append the commits; they become visible in ``group.offsets`` on success."""
         records = [(OffsetKey(group.group_id, tp[0], tp[1]).encode(), encode_offset_value(v))

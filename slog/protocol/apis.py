@@ -81,6 +81,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     ALTER_PARTITION = 56
     ENVELOPE = 58
     DESCRIBE_TOPIC_PARTITIONS = 75
@@ -151,7 +153,7 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.HEARTBEAT, 0, 4),
     (ApiKey.LEAVE_GROUP, 0, 5),
     # v9 (KIP-848) carries a classic group's generation or a consumer group's
-    # member epoch (slog has only classic groups) and answers GROUP_ID_NOT_FOUND
+    # member epoch (checked: STALE_MEMBER_EPOCH) and answers GROUP_ID_NOT_FOUND
     # for a member's commit to an unknown group; v10 names topics by id.
     (ApiKey.OFFSET_COMMIT, 2, 10),
     # v9 adds member id and epoch, which only consumer groups check; v10 names
@@ -161,9 +163,13 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # message (Dead with no error before).
     (ApiKey.DESCRIBE_GROUPS, 0, 6),
     # v4 filters by state, v5 by group type (KIP-848) and reports each group's
-    # type: slog's groups are all "classic".
+    # type: "classic" or "consumer".
     (ApiKey.LIST_GROUPS, 0, 5),
     (ApiKey.DELETE_GROUPS, 0, 2),
+    # KIP-848 consumer-protocol groups. Heartbeat v1 makes the member id the
+    # client's own (required, never generated); Describe v1 adds member_type.
+    (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1),
+    (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1),
     (ApiKey.OFFSET_DELETE, 0, 0),
     # KIP-546. v1 is the flexible version of v0.
     (ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1),

@@ -318,6 +318,12 @@ def _describe_groups(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
         cls, "groups", ({"error_code": e, "group_id": g, "members": ()} for g in req.groups)))
 
 
+def _consumer_group_describe(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, groups=_rows(cls, "groups", (
+        {"error_code": e, "group_id": g, "group_state": "Dead", "members": ()}
+        for g in req.group_ids)))
+
+
 def _delete_groups(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, results=_rows(
         cls, "results", ({"group_id": g, "error_code": e} for g in req.groups_names)))
@@ -384,6 +390,8 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ALTER_PARTITION: (_top_level, False),
     ApiKey.ENVELOPE: (_top_level, False),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_describe_topic_partitions, True),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (_top_level, False),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (_consumer_group_describe, True),
 }
 
 

@@ -194,6 +194,7 @@ class Collector:
         self._refreshes = 0
         self._broker_ids: set[int] = set()  # as of the last refresh
         self._coordinators: dict[str, int] = {}  # group → coordinator, as of the last refresh
+        self._group_types: dict[str, str] = {}  # group → classic or consumer (ListGroups v5)
         self._log_starts: dict[TopicPartition, int] = {}
         self._leaders: dict[TopicPartition, int] = {}  # partition → leader, last refresh
 
@@ -248,7 +249,8 @@ class Collector:
         self._leaders = leaders
         self._attach_data_dir(meta.cluster_id)
         events = self._metadata_log_events()
-        groups = tuple(answers.group(g, coordinators[g], offsets.high_watermark)
+        groups = tuple(replace(answers.group(g, coordinators[g], offsets.high_watermark),
+                               group_type=self._group_types.get(g, "classic"))
                        for g in sorted(coordinators))
         snapshot = ClusterSnapshot(
             taken_at=taken_at, cluster_id=meta.cluster_id, controller_id=meta.controller_id,
@@ -268,8 +270,12 @@ class Collector:
             exchange.send(broker_id, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
                           lambda r: log_dirs.__setitem__(broker_id, Admin.log_dirs_from(r)),
                           version=Admin.log_dirs_version)
-        exchange.send(broker_id, ApiKey.LIST_GROUPS, {"states_filter": []},
-                      lambda r: coordinators.update({g.group_id: broker_id for g in r.groups}),
+        def listed(response: Any) -> None:
+            for g in response.groups:
+                coordinators[g.group_id] = broker_id
+                self._group_types[g.group_id] = getattr(g, "group_type", "") or "classic"
+
+        exchange.send(broker_id, ApiKey.LIST_GROUPS, {"states_filter": []}, listed,
                       version=_group_version(ApiKey.LIST_GROUPS))
 
     def _ask_offsets(self, exchange: _Exchange, leaders: dict[TopicPartition, int],

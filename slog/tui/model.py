@@ -127,6 +127,7 @@ class GroupInfo:
     generation: int | None = None
     leader: str | None = None
     error: str | None = None
+    group_type: str = "classic"  # "consumer": a KIP-848 group (the broker assigns)
 
     @property
     def lag(self) -> int:

@@ -20,7 +20,8 @@ Row = tuple[str, list[Text | str]]
 HEALTH_STYLE = {"ok": "bold green", "warn": "bold yellow", "error": "bold red"}
 SEVERITY_STYLE = {WARN: "yellow", ERROR: "bold red"}
 GROUP_STATE_STYLE = {"Stable": "green", "Empty": "dim", "Dead": "red",
-                     "PreparingRebalance": "yellow", "CompletingRebalance": "yellow"}
+                     "PreparingRebalance": "yellow", "CompletingRebalance": "yellow",
+                     "Assigning": "yellow", "Reconciling": "yellow"}  # the last two: KIP-848
 
 BROKER_COLUMNS = ("id", "address", "status", "leads", "in/s", "out/s", "role")
 TOPIC_COLUMNS = ("topic", "parts", "RF", "size", "msgs/s", "trend", "URP", "lag")
@@ -110,7 +111,8 @@ def group_rows(snapshot: ClusterSnapshot, history: History, needle: str = "") ->
         if not matches(g.group_id, needle):
             continue
         rows.append((g.group_id, [
-            g.group_id, Text(g.state, GROUP_STATE_STYLE.get(g.state, "")),
+            g.group_id, Text(g.state if g.group_type == "classic" else
+                             f"{g.state} ({g.group_type})", GROUP_STATE_STYLE.get(g.state, "")),
             "-" if g.generation is None else str(g.generation), g.assignor or "-",
             _short(g.leader) if g.leader else "-", str(len(g.members)),
             Text(fmt.count(g.lag), "bold yellow" if g.lag else ""),

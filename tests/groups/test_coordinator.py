@@ -407,8 +407,8 @@ def test_loading_skips_unknown_and_invalid_records_with_a_warning(
 
     builder = BatchBuilder()
     for key, value in [
-        (b"\x00\x05" + text("solo"), b"from a newer coordinator"),  # unknown key version
-        (b"\x00\x05" + text("other"), b"again"),
+        (b"\x00\x0c" + text("solo"), b"from a newer coordinator"),  # unknown key version
+        (b"\x00\x0c" + text("other"), b"again"),
         (b"\x00\x0b" + text("solo"), None),
         (b"\x00\x01" + text("solo") + text("t") + struct.pack(">i", -1),  # partition -1
          b"\x00\x03" + struct.pack(">qi", 9, 0) + text("") + struct.pack(">q", 1)),
@@ -423,7 +423,7 @@ def test_loading_skips_unknown_and_invalid_records_with_a_warning(
     assert fresh.coordinator.handle_fetch_offsets("solo", None)[1] == {
         ("t", 0): OffsetAndMetadata(5, -1, "", 1_700_000_000_000)}
     warnings = [r.getMessage() for r in caplog.records]
-    assert sum("unknown key versions" in w and "{5: 2, 11: 1}" in w for w in warnings) == 1
+    assert sum("unknown key versions" in w and "{11: 1, 12: 2}" in w for w in warnings) == 1
     assert sum("skipping unreadable" in w for w in warnings) == 3
 
 

@@ -57,6 +57,8 @@ EXPECTED = {
     "CreateAcls": (1, 3),
     "DeleteAcls": (1, 3),
     "DescribeCluster": (0, 2),
+    "ConsumerGroupHeartbeat": (0, 1),
+    "ConsumerGroupDescribe": (0, 1),
     "DescribeUserScramCredentials": (0, 0),
     "AlterUserScramCredentials": (0, 0),
     "DescribeLogDirs": (1, 5),  # kio has no v0 (Kafka 4 removed it)

@@ -8,6 +8,7 @@ from slog.broker.handlers import (
     admin,
     cluster,
     configs,
+    consumer_groups,
     data,
     fetch,
     groups,
@@ -25,6 +26,6 @@ from slog.broker.handlers import (
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls, scram, records, quotas, topic_partitions):
+                   consumer_groups, log_dirs, sasl, acls, scram, records, quotas, topic_partitions):
         handlers.update(module.HANDLERS)
     return handlers

@@ -136,11 +136,22 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     broker = ctx.broker
     image = broker.image
     requested = request.topics
+    unknown_ids: list[Any] = []
     if requested is None or (ctx.version == 0 and not requested):
         # v0: an empty list means every topic; only those the principal may describe.
         names = [n for n in sorted(image.topics) if _describable(ctx, n)]
     else:
         names = [t.name for t in requested if t.name is not None]
+        # v12+ may name topics by id only (KIP-516; KIP-848 consumers do, for the
+        # topic ids of their assignments); an entry with neither is ignored, as before.
+        by_id = [t.topic_id for t in requested if ctx.version >= 12 and t.name is None
+                 and t.topic_id is not None and t.topic_id.int]
+        for topic_id in by_id:
+            name = image.topic_name(topic_id)
+            if name is None:
+                unknown_ids.append(topic_id)
+            else:
+                names.append(name)
     allow_auto = getattr(request, "allow_auto_topic_creation", True) and \
         broker.config.get_bool("auto.create.topics.enable")
     describable = {name: _describable(ctx, name) for name in names}
@@ -163,6 +174,8 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         else:
             error = created.get(name, UNKNOWN_TOPIC)
             topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
+    topics += [{"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id,
+                "is_internal": False, "partitions": []} for topic_id in unknown_ids]
     return {
         "throttle_time": 0,
         "brokers": broker_list(image, listener_of(ctx)),

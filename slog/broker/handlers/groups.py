@@ -21,6 +21,8 @@ from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE
 from slog.broker.offsets_topic import offsets_topic_spec
 from slog.core.acls import Operation, ResourceType
+from slog.core.kafka_errors import KafkaApiError
+from slog.groups.consumer_view import classic_summary
 from slog.groups.coordinator import GroupCoordinator
 from slog.groups.group import GroupSummary
 from slog.groups.member import JoinResult, SyncResult
@@ -126,8 +128,12 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         _client_host(ctx), rebalance, session, request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=v >= 4 and instance is None, support_skip_assignment=v >= 9)
-    result: JoinResult = await _answer(
-        lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
+    try:  # an empty KIP-848 group of that id becomes classic; a non-empty one refuses
+        ctx.broker.consumer_groups.release_to_classic(request.group_id)
+    except KafkaApiError as exc:
+        result = JoinResult(request.member_id, exc.code)
+    else:
+        result = await _answer(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
         "throttle_time": 0, "error_code": result.error,
         "generation_id": result.generation_id,
@@ -211,7 +217,15 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
             offsets[tp] = OffsetAndMetadata(
                 p.committed_offset, getattr(p, "committed_leader_epoch", NO_EPOCH),
                 p.committed_metadata or "", now, expire)
-    if offsets:
+    consumer_group = ctx.broker.consumer_groups.group(request.group_id)
+    if offsets and consumer_group is not None:
+        # v9's generation_id_or_member_epoch: a KIP-848 member's epoch.
+        stored: dict[TopicPartition, ErrorCode] = await _answer(
+            lambda cb: ctx.broker.consumer_groups.handle_commit_offsets(
+                consumer_group, request.member_id, request.generation_id_or_member_epoch,
+                offsets, cb, version=ctx.version))
+        errors.update(stored)
+    elif offsets:
         # v9's generation_id_or_member_epoch is the generation for a classic group.
         commit = OffsetCommitRequest(
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
@@ -257,14 +271,20 @@ def _unknown_ids(topics: Any) -> list[dict[str, Any]]:
         for t in topics]
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
-    # v9's member id and epoch only concern consumer groups: a classic group's
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None,
+                 member_epoch: int = -1) -> dict[str, Any]:
+    # v9's member id and epoch only concern KIP-848 groups: a classic group's
     # offsets are fetched as before (Kafka ignores them too).
     named = None if topics is None else [(t, _topic_name(ctx, t)) for t in topics]
     wanted = None if named is None else \
         [(name, p) for t, name in named if name is not None for p in t.partition_indexes]
     unknown = _unknown_ids(t for t, name in named or () if name is None)
-    error, offsets = _coordinator(ctx).handle_fetch_offsets(group_id, wanted)
+    consumer_group = ctx.broker.consumer_groups.group(group_id)
+    if consumer_group is not None:
+        error, offsets = ctx.broker.consumer_groups.handle_fetch_offsets(
+            consumer_group, member_id, member_epoch, wanted)
+    else:
+        error, offsets = _coordinator(ctx).handle_fetch_offsets(group_id, wanted)
     if error is not ErrorCode.none:
         if ctx.version < 2:  # no top-level error yet: every partition carries it
             return {"topics": _fetched_topics(ctx, dict.fromkeys(wanted or ()), error),
@@ -281,7 +301,9 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if ctx.version >= 8:
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics)}
+            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics,
+                                                    getattr(g, "member_id", None),
+                                                    getattr(g, "member_epoch", -1))}
             for g in request.groups]}
     return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics)}
 
@@ -289,7 +311,11 @@ async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
 async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
     requested = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     known = [tp for tp in requested if _known(ctx, *tp)]
-    error, errors = _coordinator(ctx).handle_delete_offsets(request.group_id, known)
+    consumer_group = ctx.broker.consumer_groups.group(request.group_id)
+    if consumer_group is not None:
+        error, errors = ctx.broker.consumer_groups.handle_delete_offsets(consumer_group, known)
+    else:
+        error, errors = _coordinator(ctx).handle_delete_offsets(request.group_id, known)
     if error is not ErrorCode.none:
         return {"throttle_time": 0, "error_code": error, "topics": []}
     return {"throttle_time": 0, "error_code": NONE, "topics": [
@@ -328,16 +354,24 @@ def _described(group_id: str, error: ErrorCode, summary: GroupSummary, operation
 async def describe_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
     with_operations = getattr(request, "include_authorized_operations", False)
     coordinator = _coordinator(ctx)
+
+    def summary(group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        consumer_group = ctx.broker.consumer_groups.group(group_id)
+        if consumer_group is not None:  # a KIP-848 group, described in the classic shape
+            return ErrorCode.none, classic_summary(consumer_group, ctx.broker.image.topic_name)
+        return coordinator.handle_describe_group(group_id)
+
     return {"throttle_time": 0, "groups": [
-        _described(g, *coordinator.handle_describe_group(g),
+        _described(g, *summary(g),
                    authorized_operations(ctx.allowed, ResourceType.GROUP, g)
                    if with_operations else NOT_REQUESTED, ctx.version)
         for g in request.groups]}
 
 
 async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    error, groups = _coordinator(ctx).handle_list_groups(
-        getattr(request, "states_filter", ()), getattr(request, "types_filter", ()))
+    states, types = getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+    error, groups = _coordinator(ctx).handle_list_groups(states, types)
+    groups += ctx.broker.consumer_groups.list_groups(states, types)
     return {"throttle_time": 0, "error_code": error, "groups": [
         {"group_id": g.group_id, "protocol_type": g.protocol_type,
          "group_state": g.state, "group_type": g.group_type} for g in groups
@@ -345,7 +379,11 @@ async def list_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
 
 
 async def delete_groups(ctx: RequestContext, request: Any) -> dict[str, Any]:
-    errors = _coordinator(ctx).handle_delete_groups(request.groups_names)
+    consumer = ctx.broker.consumer_groups
+    kip848 = [g for g in request.groups_names if consumer.group(g) is not None]
+    errors = _coordinator(ctx).handle_delete_groups(
+        [g for g in request.groups_names if g not in kip848])
+    errors.update({g: consumer.delete_group(g) for g in kip848})
     return {"throttle_time": 0, "results": [
         {"group_id": g, "error_code": errors[g]} for g in request.groups_names]}
 

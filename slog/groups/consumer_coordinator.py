@@ -1,0 +1,312 @@
+"""ConsumerGroupCoordinator: KIP-848 consumer-protocol groups on the group coordinator.
+
+It shares the classic coordinator's placement, loading and ``__consumer_offsets``
+partitions (through :class:`GroupMetadataManager`, which keeps these groups in
+``consumer_groups``) and adds what the new protocol needs around the pure
+:class:`ConsumerGroup`:
+
+* a heartbeat's changes are written as Kafka's records before it is answered,
+  so a restarted or moved coordinator resumes with the same epochs and
+  assignments;
+* members that stop heartbeating (``group.consumer.session.timeout.ms``) or do
+  not revoke within their rebalance timeout are removed by :meth:`expire`,
+  which the broker's timer task runs; only groups with a deadline due are
+  looked at;
+* the metadata the groups subscribe to is read through ``topics``, rebuilt
+  only when the metadata image moved on, so an idle group's heartbeat does no
+  work per topic or partition;
+* a group id is either classic or consumer: an empty group of one kind becomes
+  the other kind when a member of the other protocol arrives (its offsets go
+  along); a non-empty one refuses that member (GROUP_ID_NOT_FOUND for a
+  consumer heartbeat, INCONSISTENT_GROUP_PROTOCOL for a JoinGroup).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from slog.core.due import WakingDueSchedule
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
+from slog.groups.consumer_group import (
+    JOIN_EPOCH,
+    ConsumerGroup,
+    ConsumerHeartbeat,
+    HeartbeatOutcome,
+    TopicsView,
+)
+from slog.groups.consumer_records import change_records, deletion_records
+from slog.groups.coordinator import IDLE_TICK_S, TICK_S, ListedGroup
+from slog.groups.group import GroupMetadata, GroupState
+from slog.groups.manager import GroupMetadataManager
+from slog.groups.offsets import OffsetAndMetadata, TopicPartition
+from slog.groups.records import GroupKey, OffsetKey
+from slog.groups.server_assignors import assignors_from_config
+
+log = logging.getLogger("slog.groups")
+
+HeartbeatCallback = Callable[[HeartbeatOutcome | KafkaApiError], None]
+CommitCallback = Callable[[dict[TopicPartition, ErrorCode]], None]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    """Broker settings of consumer-protocol groups (Kafka's names)."""
+
+    session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    assignors: str = "uniform,range"  # group.consumer.assignors; the first is the default
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
+    offsets_retention_check_ms: int = 600_000  # offsets.retention.check.interval.ms
+
+
+def _monotonic_ms() -> float:
+    return time.monotonic() * 1000
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ConsumerGroupCoordinator:
+    def __init__(self, config: ConsumerGroupConfig, manager: GroupMetadataManager,
+                 topics: Callable[[], tuple[TopicsView, int]], *,
+                 clock: Callable[[], float] = _monotonic_ms,
+                 wall: Callable[[], int] = _wall_ms):
+        self.config = config
+        self.manager = manager
+        self._topics = topics
+        self._clock = clock
+        self._wall = wall
+        self._next_retention_check = clock() + config.offsets_retention_check_ms
+        self._assignors = assignors_from_config(config.assignors)
+        self._due: WakingDueSchedule[str] = WakingDueSchedule(clock, TICK_S, IDLE_TICK_S)
+        manager.new_consumer_group = self._new_group
+        manager.on_consumer_loaded = self._on_loaded
+
+    def _new_group(self, group_id: str) -> ConsumerGroup:
+        return ConsumerGroup(group_id, self._assignors, max_size=self.config.max_size)
+
+    def _on_loaded(self, group: ConsumerGroup) -> None:
+        deadline = self._clock() + self.config.session_timeout_ms
+        for member in group.members.values():
+            member.session_deadline_ms = deadline  # a new coordinator gives a full session
+        self._schedule(group)
+
+    # ================================================================== lookups
+    def _validate(self, group_id: str) -> None:
+        if self.manager.is_loading(group_id):
+            raise KafkaApiError(ErrorCode.coordinator_load_in_progress)
+        if not self.manager.owns(group_id):
+            raise KafkaApiError(ErrorCode.not_coordinator)
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group ``group_id`` if this coordinator has it."""
+        return self.manager.consumer_groups.get(group_id)
+
+    def _take_over_classic(self, group_id: str) -> ConsumerGroup:
+        """A consumer member arrives at a group this coordinator does not have as a
+        consumer group: create it, taking over an empty classic group's offsets."""
+        classic = self.manager.get(group_id)
+        group = self._new_group(group_id)
+        if classic is not None and not classic.is_(GroupState.DEAD):
+            if not classic.is_(GroupState.EMPTY):
+                raise KafkaApiError(ErrorCode.group_id_not_found,
+                                    f"group {group_id} is a classic group with members")
+            group.offsets = classic.offsets
+            classic.transition_to(GroupState.DEAD, int(time.time() * 1000))
+            del self.manager.groups[group_id]
+            if classic.generation_id > 0:
+                self.manager.append(group_id, [(GroupKey(group_id).encode(), None)],
+                                    lambda error: None)
+            log.info("empty classic group %s became a consumer group", group_id)
+        self.manager.consumer_groups[group_id] = group
+        return group
+
+    def release_to_classic(self, group_id: str) -> GroupMetadata | None:
+        """A JoinGroup for ``group_id``: an empty consumer group becomes a classic one
+        (its offsets go along); a non-empty one refuses with INCONSISTENT_GROUP_PROTOCOL.
+        None when there is no consumer group of that id."""
+        group = self.group(group_id)
+        if group is None:
+            return None
+        if not group.is_empty:
+            raise KafkaApiError(ErrorCode.inconsistent_group_protocol,
+                                f"group {group_id} is a consumer (KIP-848) group")
+        self._delete(group)
+        classic = self.manager.get_or_create(group_id)
+        classic.offsets = group.offsets
+        log.info("empty consumer group %s became a classic group", group_id)
+        return classic
+
+    # ================================================================== heartbeat
+    def handle_heartbeat(self, group_id: str, request: ConsumerHeartbeat,
+                         callback: HeartbeatCallback) -> None:
+        try:
+            self._validate(group_id)
+            group = self.group(group_id)
+            if group is None:
+                if request.member_epoch != JOIN_EPOCH:
+                    raise KafkaApiError(ErrorCode.group_id_not_found,
+                                        f"group {group_id} does not exist")
+                group = self._take_over_classic(group_id)
+            view, version = self._topics()
+            outcome: HeartbeatOutcome | KafkaApiError = group.heartbeat(
+                request, view, version, self._clock(), self.config.session_timeout_ms)
+        except KafkaApiError as exc:
+            outcome = exc
+            group = self.group(group_id)
+            if group is not None and group.group_epoch == 0 and group.is_empty and \
+                    not group.offsets.has_offsets:
+                del self.manager.consumer_groups[group_id]  # made for a join that failed
+                group = None
+            if group is None:
+                callback(outcome)
+                return
+        self._schedule(group)
+        self._persist(group, lambda error: callback(
+            outcome if error is ErrorCode.none else KafkaApiError(error)))
+
+    def _persist(self, group: ConsumerGroup, done: Callable[[ErrorCode], None]) -> None:
+        records = change_records(group, group.take_changes())
+        if records:
+            self.manager.append(group.group_id, records, done)
+        else:
+            done(ErrorCode.none)
+
+    # ================================================================== offsets
+    def handle_commit_offsets(self, group: ConsumerGroup, member_id: str, member_epoch: int,
+                              offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                              callback: CommitCallback, *, version: int) -> None:
+        try:
+            self._validate(group.group_id)
+            if version < 9 and (member_id or member_epoch >= 0):
+                raise KafkaApiError(ErrorCode.unsupported_version,
+                                    "members of consumer groups commit with OffsetCommit v9+")
+            group.validate_offset_commit(member_id, member_epoch)
+        except KafkaApiError as exc:
+            callback(dict.fromkeys(offsets, exc.code))
+            return
+        self.manager.store_offsets(group, offsets,
+                                   lambda error: callback(dict.fromkeys(offsets, error)))
+
+    def handle_fetch_offsets(self, group: ConsumerGroup, member_id: str | None,
+                             member_epoch: int, partitions: Iterable[TopicPartition] | None
+                             ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
+        try:
+            self._validate(group.group_id)
+            group.validate_offset_fetch(member_id, member_epoch)
+        except KafkaApiError as exc:
+            return exc.code, {}
+        wanted = list(group.offsets.committed) if partitions is None else list(partitions)
+        return ErrorCode.none, {tp: group.offsets.get(tp) for tp in wanted}
+
+    def handle_delete_offsets(self, group: ConsumerGroup, partitions: Iterable[TopicPartition]
+                              ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete: not for topics the group subscribes to (GROUP_SUBSCRIBED_TO_TOPIC)."""
+        try:
+            self._validate(group.group_id)
+        except KafkaApiError as exc:
+            return exc.code, {}
+        partitions = list(partitions)
+        errors = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
+                  if tp[0] in group.subscribed}
+        eligible = [tp for tp in partitions if tp not in errors]
+        self._tombstone_offsets(group, group.offsets.remove(eligible))
+        errors.update(dict.fromkeys(eligible, ErrorCode.none))
+        return ErrorCode.none, errors
+
+    def _tombstone_offsets(self, group: ConsumerGroup, partitions: list[TopicPartition]
+                           ) -> None:
+        if partitions:
+            self.manager.append(group.group_id, [
+                (OffsetKey(group.group_id, t, p).encode(), None) for t, p in partitions],
+                lambda error: None)
+
+    # ================================================================== admin
+    def describe(self, group_id: str) -> ConsumerGroup:
+        self._validate(group_id)
+        group = self.group(group_id)
+        if group is None:
+            raise KafkaApiError(ErrorCode.group_id_not_found, f"group {group_id} does not exist")
+        return group
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()
+                    ) -> list[ListedGroup]:
+        wanted_states = {s.strip().lower() for s in states}
+        wanted_types = {t.strip().lower() for t in types}
+        return [ListedGroup(g.group_id, g.protocol_type, g.state.value, g.group_type.value)
+                for g in self.manager.consumer_groups.values()
+                if (not wanted_states or g.state.value.lower() in wanted_states)
+                and (not wanted_types or g.group_type.value in wanted_types)]
+
+    def delete_group(self, group_id: str) -> ErrorCode:
+        try:
+            group = self.describe(group_id)
+        except KafkaApiError as exc:
+            return exc.code
+        if not group.is_empty:
+            return ErrorCode.non_empty_group
+        self._delete(group)
+        self._tombstone_offsets(group, group.offsets.remove(list(group.offsets.committed)))
+        return ErrorCode.none
+
+    def _delete(self, group: ConsumerGroup) -> None:
+        group.dead = True
+        del self.manager.consumer_groups[group.group_id]
+        self.manager.append(group.group_id, deletion_records(group), lambda error: None)
+
+    def remove_offsets_of_deleted_topics(self, topics: Iterable[str]) -> int:
+        """As for classic groups: a topic created again must not inherit old offsets."""
+        gone, removed = set(topics), 0
+        for group in self.manager.consumer_groups.values():
+            tps = group.offsets.remove([tp for tp in group.offsets.committed if tp[0] in gone])
+            self._tombstone_offsets(group, tps)
+            removed += len(tps)
+        return removed
+
+    # ================================================================== time
+    def _schedule(self, group: ConsumerGroup) -> None:
+        deadline = group.next_deadline()
+        if deadline is not None:
+            self._due.schedule(group.group_id, deadline)
+
+    def remove_expired_offsets(self) -> int:
+        """Kafka's rule for consumer groups: an offset expires ``offsets.retention.minutes``
+        after its commit unless the group subscribes to its topic; an empty group left
+        without offsets is deleted."""
+        now, removed = self._wall(), 0
+        for group in list(self.manager.consumer_groups.values()):
+            expired = group.offsets.expired(now, self.config.offsets_retention_ms,
+                                            lambda v: v.commit_timestamp_ms,
+                                            frozenset(group.subscribed))
+            self._tombstone_offsets(group, group.offsets.remove(expired))
+            removed += len(expired)
+            if group.is_empty and not group.offsets.has_offsets:
+                self._delete(group)
+        if removed:
+            log.info("removed %d expired offsets of consumer groups", removed)
+        return removed
+
+    def expire(self) -> None:
+        now = self._clock()
+        if now >= self._next_retention_check:
+            self._next_retention_check = now + self.config.offsets_retention_check_ms
+            self.remove_expired_offsets()
+        for group_id in self._due.pop_due(now):
+            group = self.group(group_id)
+            if group is None:
+                continue
+            gone = group.expire(now)
+            if gone:
+                log.info("members of consumer group %s removed (session or rebalance "
+                         "timeout): %s", group_id, gone)
+                self._persist(group, lambda error: None)
+            self._schedule(group)
+
+    async def run(self) -> None:
+        """The broker's timer task for consumer groups."""
+        await self._due.run(self.expire, log, "consumer group coordinator")
