@@ -20,6 +20,7 @@ import concurrent.futures
 import ctypes
 import logging
 import os
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -52,14 +53,18 @@ class SyncStats:
     passes: int = 0  # broker-wide passes (each one thread hop for every log in it)
     syncfs: int = 0  # how many of the fsyncs were syncfs
     failures: int = 0
+    slowest_pass_s: float = 0.0  # since the last summary: what a disk stall looks like
 
     def count(self, result: PassResult) -> None:
         self.fsyncs += result.fdatasyncs + result.syncfs
         self.syncfs += result.syncfs
+        self.slowest_pass_s = max(self.slowest_pass_s, result.seconds)
 
     def summary(self) -> str:
+        slowest, self.slowest_pass_s = self.slowest_pass_s, 0.0
         return f"fsyncs={self.fsyncs} fsynced_records={self.fsynced_records} " \
-               f"sync_passes={self.passes} syncfs={self.syncfs} fsync_failures={self.failures}"
+               f"sync_passes={self.passes} syncfs={self.syncfs} " \
+               f"slowest_sync_pass_ms={slowest * 1000:.1f} fsync_failures={self.failures}"
 
 
 SYNC_STATS = SyncStats()
@@ -70,6 +75,7 @@ class PassResult:
     outcomes: list[Outcome]  # per log, in the order given
     fdatasyncs: int = 0
     syncfs: int = 0
+    seconds: float = 0.0  # how long the pass took, noting and I/O
 
 
 def _load_syncfs() -> Callable[[int], None] | None:
@@ -207,6 +213,7 @@ class SyncPasses:
 def sync_logs(logs: Sequence[PartitionLog]) -> PassResult:
     """One pass, on a worker thread: make each log's end durable. Each log's outcome
     is its new durable offset or its error (it never raises for one log's error)."""
+    started = time.monotonic()
     result = PassResult([])
     tickets: dict[int, SyncTicket] = {}  # by position in ``logs``
     for i, plog in enumerate(logs):
@@ -226,6 +233,7 @@ def sync_logs(logs: Sequence[PartitionLog]) -> PassResult:
     for i, ticket in tickets.items():
         if isinstance(result.outcomes[i], int):
             result.outcomes[i] = logs[i].finish_sync(ticket)
+    result.seconds = time.monotonic() - started
     return result
 
 
