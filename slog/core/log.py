@@ -184,8 +184,9 @@ class PartitionLog:
         self._log_start_offset = 0
         self._recovery_point = 0
         # Offsets below are on disk: fsynced by a flush, a rolled segment's sync or
-        # sync_data (group commit). Truncation bumps the generation, so a sync_data
-        # that started before it cannot vouch for what was appended after it.
+        # a group-commit sync (begin_sync/finish_sync). Truncation bumps the
+        # generation, so a sync that began before it cannot vouch for what was
+        # appended after it.
         self._durable_offset = 0
         self._truncations = 0
         self._pending_syncs: list[concurrent.futures.Future[int]] = []  # oldest first
