@@ -64,7 +64,7 @@ class SyncStats:
         slowest, self.slowest_pass_s = self.slowest_pass_s, 0.0
         return f"fsyncs={self.fsyncs} fsynced_records={self.fsynced_records} " \
                f"sync_passes={self.passes} syncfs={self.syncfs} " \
-               f"slowest_sync_pass_ms={slowest * 1000:.1f} fsync_failures={self.failures}"
+               f"slowest_sync_pass_us={slowest * 1e6:.0f} fsync_failures={self.failures}"
 
 
 SYNC_STATS = SyncStats()
