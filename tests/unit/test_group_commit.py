@@ -381,3 +381,27 @@ def test_partitions_of_one_loop_share_passes(tmp_path: Path) -> None:
             partition.log.close()
 
     asyncio.run(run())
+
+
+def test_fdatasyncs_side_by_side_report_each_logs_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = _logs(tmp_path, 3)
+    broken = os.open(logs[1].segments[-1].log_path, os.O_RDONLY)
+    real = core_log.os.fdatasync
+    fds: list[int] = []
+
+    def failing_for_one(fd: int) -> None:
+        fds.append(fd)
+        if os.path.samestat(os.fstat(fd), os.fstat(broken)):
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(core_log.os, "fdatasync", failing_for_one)
+    result = log_sync.sync_logs(logs)
+    assert len(fds) == 3 and result.fdatasyncs == 3
+    assert result.outcomes[0] == 1 and result.outcomes[2] == 3
+    assert isinstance(result.outcomes[1], StorageError)
+    assert logs[1].durable_offset == 0
+    os.close(broken)
+    for plog in logs:
+        plog.close()
