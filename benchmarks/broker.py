@@ -12,7 +12,9 @@ counts would mostly time client start-up):
 Peers, one after the other on the same machine (never at the same time):
 
 * **slog**: one broker started here with ``slog.broker.daemon`` in a temp data
-  dir, default settings. Three librdkafka clients:
+  dir, default settings (``--write-caching false,true``: also a second broker
+  with ``write.caching.default=true``, peers ``+wc``, one after the other).
+  Three librdkafka clients:
 
   - ``c`` (the headline figures): ``rdkafka_perf.c`` next to this script,
     compiled here with the C compiler against confluent-kafka's own bundled
@@ -82,6 +84,7 @@ started is stopped and every temp dir removed, also on errors and Ctrl-C.
 Usage::
 
     python benchmarks/broker.py [--quick] [--runs N] [--clients c,kcat,python] [--timeout S]
+        [--partitions 1,6] [--write-caching false,true]
 
 ``--quick`` takes about 20 s, the default (three runs, three clients) about
 three minutes on two quiet cores. Other load on the machine shows in every
@@ -412,11 +415,12 @@ class RedisPeer:
 
 
 class SlogPeer:
-    def __init__(self, root: Path, deadline: Deadline):
+    def __init__(self, root: Path, deadline: Deadline, write_caching: bool = False):
         self.dir = root / "slog"
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.info = start_daemon(1, self.dir, self.bootstrap,
+        overrides = {"write.caching.default": "true" if write_caching else "false"}
+        self.info = start_daemon(1, self.dir, self.bootstrap, overrides,
                                  timeout_s=min(30.0, deadline.left()))
         self.pid = self.info.pid
 
@@ -554,9 +558,14 @@ def stopping(peer) -> Iterator:
         peer.stop()
 
 
-def run_once(cases: list[Case], clients: list[str], root: Path, tools: Tools,
-             results: dict[tuple[str, str], Measure], memories: dict[str, list[RunMemory]],
-             deadline: Deadline) -> None:
+def label(client: str, write_caching: bool) -> str:
+    """A slog peer's name in the results: the client, "+wc" with write.caching=true."""
+    return client + ("+wc" if write_caching else "")
+
+
+def run_once(cases: list[Case], clients: list[str], caching: list[bool], root: Path,
+             tools: Tools, results: dict[tuple[str, str], Measure],
+             memories: dict[str, list[RunMemory]], deadline: Deadline) -> None:
     with stopping(RedisPeer(root, deadline)) as redis_peer:
         for case in cases:
             m = results.setdefault(("redis", case.key), Measure())
@@ -567,13 +576,21 @@ def run_once(cases: list[Case], clients: list[str], root: Path, tools: Tools,
         memories.setdefault("redis", []).append(memory(redis_peer.proc.pid))
     shutil.rmtree(root / "redis", ignore_errors=True)
 
-    with stopping(SlogPeer(root, deadline)) as slog:
+    for write_caching in caching:
+        run_slog(cases, clients, write_caching, root, tools, results, memories, deadline)
+
+
+def run_slog(cases: list[Case], clients: list[str], write_caching: bool, root: Path,
+             tools: Tools, results: dict[tuple[str, str], Measure],
+             memories: dict[str, list[RunMemory]], deadline: Deadline) -> None:
+    with stopping(SlogPeer(root, deadline, write_caching)) as slog:
         topics = {f"{client}-{case.key}": case.partitions for client in clients for case in cases}
         slog.create_topics(topics, deadline)
         for case in cases:
             for client in clients:
                 topic = f"{client}-{case.key}"
-                m = results.setdefault((client, case.key), Measure())
+                name = label(client, write_caching)
+                m = results.setdefault((name, case.key), Measure())
                 cpu = cpu_seconds(slog.pid)
                 timing = getattr(slog, f"produce_{client}")(topic, case, tools, deadline)
                 m.add("produce", timing, cpu_seconds(slog.pid) - cpu)
@@ -584,10 +601,10 @@ def run_once(cases: list[Case], clients: list[str], root: Path, tools: Tools,
                 cpu = cpu_seconds(slog.pid)
                 timing = getattr(slog, f"consume_{client}")(topic, case, tools, deadline)
                 m.add("consume", timing, cpu_seconds(slog.pid) - cpu)
-                print(f"  {client:<6} {case.name:<24} produce "
+                print(f"  {name:<6} {case.name:<24} produce "
                       f"{case.records / m.produce_s[-1]:>9,.0f} rec/s   consume "
                       f"{case.records / m.consume_s[-1]:>12,.0f} rec/s", flush=True)
-        memories.setdefault("slog", []).append(memory(slog.pid))
+        memories.setdefault(label("slog", write_caching), []).append(memory(slog.pid))
     shutil.rmtree(root / "slog", ignore_errors=True)
 
 
@@ -632,7 +649,7 @@ def _row(case: Case, label: str, m: Measure, redis: Measure | None) -> tuple[str
         ratios = (f"{pr:.2f}", f"{cr:.2f}")
         passed = pr >= PRODUCE_TARGET and cr >= CONSUME_TARGET
     gb = case.payload_bytes / 1e9
-    return (f"{case.name if redis is None else '':<24} {label:<8} "
+    return (f"{case.name if redis is None else '':<24} {label:<10} "
             f"{prod:>10,.0f} {prod_mb:>6.1f} {ratios[0]:>5} "
             f"{_busy(m.server_cpu_produce, m.produce_s):>4} "
             f"{_busy(m.client_cpu_produce, m.produce_s):>4} "
@@ -642,8 +659,9 @@ def _row(case: Case, label: str, m: Measure, redis: Measure | None) -> tuple[str
             f"{statistics.median(m.server_cpu_produce) / gb:>8.1f}"), passed
 
 
-def report(cases: list[Case], clients: list[str], results: dict[tuple[str, str], Measure],
+def report(cases: list[Case], peers: list[str], results: dict[tuple[str, str], Measure],
            memories: dict[str, list[RunMemory]], runs: int, tools: Tools) -> bool:
+    """``peers``: the slog peers' labels (see :func:`label`), the first one decides."""
     print(f"\nmedians of {runs} run(s); MB = 10^6 bytes of record values; "
           "ratio = slog / redis records/s")
     print("producer: " + ", ".join(f"{k}={v}" for k, v in PRODUCER_CONFIG.items()))
@@ -654,24 +672,25 @@ def report(cases: list[Case], clients: list[str], results: dict[tuple[str, str],
         print(f"client c: rdkafka_perf.c with {tools.rdkafka_perf_lib}")
     print(f"redis: XADD -c 1 -P {REDIS_XADD_PIPELINE}; XREADGROUP NOACK COUNT "
           f"{REDIS_READ_COUNT} -c 1 -P {REDIS_READ_PIPELINE}; appendonly yes, everysec\n")
-    head = (f"{'workload':<24} {'peer':<8} {'produce/s':>10} {'MB/s':>6} {'ratio':>5} "
+    head = (f"{'workload':<24} {'peer':<10} {'produce/s':>10} {'MB/s':>6} {'ratio':>5} "
             f"{'srv':>4} {'cli':>4} {'consume/s':>10} {'MB/s':>6} {'ratio':>5} {'srv':>4} "
             f"{'cli':>4} {'CPU s/GB':>8}")
     print(head)
     print("-" * len(head))
-    passed = {client: True for client in clients}
+    passed = {peer: True for peer in peers}
     for case in cases:
         redis = results[("redis", case.key)]
         print(_row(case, "redis", redis, None)[0])
-        for client in clients:
-            line, ok = _row(case, "slog/" + client[:2], results[(client, case.key)], redis)
-            passed[client] &= ok
+        for peer in peers:
+            short = peer.replace("kcat", "kc").replace("python", "py")
+            line, ok = _row(case, "slog/" + short, results[(peer, case.key)], redis)
+            passed[peer] &= ok
             print(line)
-    produced_gb = sum(c.payload_bytes for c in cases) * len(clients) / 1e9
+    produced_gb = sum(c.payload_bytes for c in cases) * len(peers) / 1e9
     run_cpu = statistics.median(
-        sum(results[(client, case.key)].server_cpu_produce[run]
-            + results[(client, case.key)].server_cpu_consume[run]
-            for client in clients for case in cases)
+        sum(results[(peer, case.key)].server_cpu_produce[run]
+            + results[(peer, case.key)].server_cpu_consume[run]
+            for peer in peers for case in cases)
         for run in range(runs))
     print("\nsrv / cli: CPU time of the server (utime+stime from /proc/<pid>/stat, 10 ms ticks) "
           "and of the client over the wall time of the phase; 100% is one core of two.")
@@ -680,8 +699,10 @@ def report(cases: list[Case], clients: list[str], results: dict[tuple[str, str],
     print(f"slog broker over the whole run (produce + consume): {run_cpu:.2f} CPU s for "
           f"{produced_gb:.2f} GB produced = {run_cpu / produced_gb:.2f} CPU s/GB")
     print("slog/c  = rdkafka_perf.c (librdkafka from C, as redis-benchmark is C); "
-          "slog/kc = kcat; slog/py = confluent-kafka from Python")
-    slog_mem = max(memories["slog"], key=lambda m: m.rss)
+          "slog/kc = kcat; slog/py = confluent-kafka from Python; +wc = a broker with "
+          "write.caching=true (acknowledged before fsync), else write.caching=false")
+    slog_mem = max(next(m for key, m in memories.items() if key != "redis"),
+                   key=lambda m: m.rss)
     redis_mem = max(memories["redis"], key=lambda m: m.rss)
     print(f"RSS after the run (worst run): slog broker {slog_mem.rss / 1e6:.0f} MB "
           f"(anon {slog_mem.anon / 1e6:.0f} MB, file-backed {slog_mem.file / 1e6:.0f} MB), "
@@ -689,9 +710,9 @@ def report(cases: list[Case], clients: list[str], results: dict[tuple[str, str],
     rss_ok = slog_mem.rss < RSS_TARGET_MB * 1e6
     print(f"\ntargets: produce >= {PRODUCE_TARGET}x and consume >= {CONSUME_TARGET}x redis "
           "records/s in every workload: "
-          + ", ".join(f"{client} {'PASS' if ok else 'FAIL'}" for client, ok in passed.items())
+          + ", ".join(f"{peer} {'PASS' if ok else 'FAIL'}" for peer, ok in passed.items())
           + f"; broker RSS < {RSS_TARGET_MB} MB: {'PASS' if rss_ok else 'FAIL'}")
-    return passed[clients[0]] and rss_ok
+    return passed[peers[0]] and rss_ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -708,7 +729,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dirs")
     parser.add_argument("--partitions", default="1,6",
                         help="partition counts of the topics (Redis: streams), comma separated")
+    parser.add_argument("--write-caching", default="false",
+                        help="the brokers' write.caching: false (slog's default, acknowledged "
+                             "once fsynced), true (Kafka's behaviour), or false,true for both "
+                             "in the same run (peers +wc)")
     args = parser.parse_args(argv)
+    caching = [c.strip() for c in args.write_caching.split(",") if c.strip()]
+    if not caching or set(caching) - {"false", "true"}:
+        parser.error("--write-caching takes false, true or false,true")
     try:
         partition_counts = [int(p) for p in args.partitions.split(",") if p.strip()]
     except ValueError:
@@ -743,14 +771,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run {run + 1}/{runs}", flush=True)
             run_root = root / f"run{run}"
             run_root.mkdir()
-            run_once(cases, clients, run_root, tools, results, memories, deadline)
+            run_once(cases, clients, [c == "true" for c in caching], run_root, tools,
+                     results, memories, deadline)
             shutil.rmtree(run_root, ignore_errors=True)
     except (BenchTimeout, RuntimeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return 0 if report(cases, clients, results, memories, runs, tools) else 1
+    peers = [label(client, c == "true") for c in caching for client in clients]
+    return 0 if report(cases, peers, results, memories, runs, tools) else 1
 
 
 if __name__ == "__main__":

@@ -6,7 +6,12 @@ it started: appends that arrive while it runs wait for the next one, which then
 covers all of them at once. So a log under load pays one fsync per disk round
 trip, not one per append.
 
-This is the pure state machine (no I/O, no clock, no event loop): the caller
+Across logs, :class:`SyncRounds` batches those syncs into passes, one at a time
+per broker: a pass covers every log that asked since the previous pass began, so
+a produce to a thousand partitions costs one pass (one syncfs), not a thousand
+fdatasyncs each with its own thread hop.
+
+These are pure state machines (no I/O, no clock, no event loop): the caller
 starts a sync when it says so and reports how far the sync reached.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 Waiter = TypeVar("Waiter")
+Member = TypeVar("Member")
 
 
 class GroupCommit(Generic[Waiter]):
@@ -81,3 +87,40 @@ class GroupCommit(Generic[Waiter]):
         gone = [w for e, w in self._waiters if e > end]
         self._waiters = [(e, w) for e, w in self._waiters if e <= end]
         return gone
+
+
+class SyncRounds(Generic[Member]):
+    """Broker-wide: which logs the next sync pass covers; one pass runs at a time.
+
+    ``want`` and ``done`` answer True when the caller must start a pass now; it
+    then ``take``s the pass's logs and reports one ``done`` when the pass ended.
+    """
+
+    def __init__(self) -> None:
+        self.running = False
+        self.passes = 0  # passes completed
+        self._next: dict[Member, None] = {}  # insertion-ordered set: who asked, first first
+
+    @property
+    def queued(self) -> int:
+        return len(self._next)
+
+    def want(self, member: Member) -> bool:
+        """``member`` asks to be synced; True: start a pass now."""
+        self._next[member] = None
+        if self.running:
+            return False  # the pass in flight began before it asked: the next one
+        self.running = True
+        return True
+
+    def take(self) -> list[Member]:
+        """The logs the pass starting now covers (each once)."""
+        batch = list(self._next)
+        self._next.clear()
+        return batch
+
+    def done(self) -> bool:
+        """The pass in flight ended; True: start the next one now (some asked meanwhile)."""
+        self.passes += 1
+        self.running = bool(self._next)
+        return self.running

@@ -136,6 +136,32 @@ class _DiskErrors:
             raise StorageError(f"{self._directory}: {exc}") from exc
 
 
+@dataclass
+class SyncTicket:
+    """One group-commit sync of a log, noted under its lock and done outside it."""
+
+    target: int  # the log end it vouches for
+    fd: int | None  # a duplicate of the active segment's descriptor; close() closes it
+    generation: int  # the log's truncation count when it began: a later one voids it
+    rolled: list[concurrent.futures.Future[int]]  # sealed segments' fsyncs to outwait
+    errors: _DiskErrors
+
+    def wait_rolled(self) -> None:
+        with self.errors:
+            for future in self.rolled:
+                future.result()
+
+    def fdatasync(self) -> None:
+        with self.errors:
+            if self.fd is not None:
+                os.fdatasync(self.fd)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+
+
 class _AppendPlan(NamedTuple):
     chunks: list[bytes | bytearray | memoryview]  # what to write, in order
     batches: list[tuple[int, BatchHeader]]  # (position in the append, final header)
@@ -158,8 +184,9 @@ class PartitionLog:
         self._log_start_offset = 0
         self._recovery_point = 0
         # Offsets below are on disk: fsynced by a flush, a rolled segment's sync or
-        # sync_data (group commit). Truncation bumps the generation, so a sync_data
-        # that started before it cannot vouch for what was appended after it.
+        # a group-commit sync (begin_sync/finish_sync). Truncation bumps the
+        # generation, so a sync that began before it cannot vouch for what was
+        # appended after it.
         self._durable_offset = 0
         self._truncations = 0
         self._pending_syncs: list[concurrent.futures.Future[int]] = []  # oldest first
@@ -599,32 +626,41 @@ class PartitionLog:
     def sync_data(self) -> int:
         """fdatasync everything appended so far; returns the new durable offset.
 
-        For group commit (slog.core.group_commit), on a worker thread: the lock is
-        held only to note what to sync, never while the disk works, so appends and
-        reads go on meanwhile and the next sync covers what they added. Indexes are
-        not synced: recovery rebuilds them from the recovery point, which this does
-        not move. Raises StorageError.
+        On a worker thread: the lock is held only to note what to sync, never while
+        the disk works, so appends and reads go on meanwhile and the next sync covers
+        what they added. Indexes are not synced: recovery rebuilds them from the
+        recovery point, which this does not move. Raises StorageError.
         """
+        ticket = self.begin_sync()
+        if ticket is None:
+            return self._durable_offset
+        try:
+            ticket.wait_rolled()
+            ticket.fdatasync()
+        finally:
+            ticket.close()
+        return self.finish_sync(ticket)
+
+    def begin_sync(self) -> SyncTicket | None:
+        """Note, under the lock, what a sync of this log must cover (None: nothing);
+        the caller does the I/O (alone, or one syncfs for many logs: group commit
+        across logs, slog.replication.log_sync), then calls :meth:`finish_sync`."""
         with self._lock, self._disk_errors:
             self._check_open()
             target = self.log_end_offset
             if target <= self._durable_offset:
-                return self._durable_offset
-            rolled = list(self._pending_syncs)  # sealed segments still being fsynced
-            fd = self._segments[-1].duplicate_fd()  # a roll may close the original
-            generation = self._truncations
-        try:
-            with self._disk_errors:
-                for future in rolled:
-                    future.result()
-                if fd is not None:
-                    os.fdatasync(fd)
-        finally:
-            if fd is not None:
-                os.close(fd)
+                return None
+            return SyncTicket(target, self._segments[-1].duplicate_fd(),  # a roll may close it
+                              self._truncations, list(self._pending_syncs), self._disk_errors)
+
+    def finish_sync(self, ticket: SyncTicket) -> int:
+        """The ticket's data is on disk: move the durable offset, unless the log was
+        truncated meanwhile (the sync cannot vouch for records that took the removed
+        offsets). Returns the durable offset."""
+        ticket.close()
         with self._lock:
-            if generation == self._truncations:
-                self._durable_offset = max(self._durable_offset, target)
+            if ticket.generation == self._truncations:
+                self._durable_offset = max(self._durable_offset, ticket.target)
             return self._durable_offset
 
     # ================================================================= read

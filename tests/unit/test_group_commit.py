@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 import slog.core.log as core_log
 from slog.core.errors import StorageError
-from slog.core.group_commit import GroupCommit
+from slog.core.group_commit import GroupCommit, SyncRounds
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.metadata import PartitionState
@@ -79,6 +80,18 @@ def test_the_durable_offset_never_goes_back_on_a_late_answer() -> None:
     commit.need(12)
     commit.done(7)  # e.g. a sync that started before a flush moved the log further
     assert commit.durable == 9
+
+
+def test_one_pass_at_a_time_covers_every_log_that_asked_meanwhile() -> None:
+    rounds: SyncRounds[str] = SyncRounds()
+    assert rounds.want("a") is True  # nothing running: a pass now
+    assert rounds.take() == ["a"]
+    assert rounds.want("b") is False and rounds.want("c") is False
+    assert rounds.want("b") is False  # asked twice: synced once
+    assert rounds.done() is True and rounds.running  # b and c asked during it
+    assert rounds.take() == ["b", "c"]
+    assert rounds.done() is False and not rounds.running and rounds.passes == 2
+    assert rounds.want("a") is True  # idle again: the next ask starts a pass
 
 
 # -- a real log -------------------------------------------------------------------------
@@ -251,3 +264,144 @@ def test_a_failed_fsync_fails_the_acknowledgement(tmp_path: Path,
         partition.log.close()
 
     asyncio.run(run())
+
+
+# -- passes across logs -------------------------------------------------------------------
+def _logs(tmp_path: Path, count: int) -> list[PartitionLog]:
+    logs = [PartitionLog.open(tmp_path / f"t-{i}", LogConfig()) for i in range(count)]
+    for i, plog in enumerate(logs):
+        plog.append(_batch(i + 1))
+    return logs
+
+
+def _counting_syncfs(monkeypatch: pytest.MonkeyPatch,
+                     fail: OSError | None = None) -> list[int]:
+    calls: list[int] = []
+    real = log_sync._syncfs
+
+    def counted(fd: int) -> None:
+        calls.append(fd)
+        if fail is not None:
+            raise fail
+        if real is not None:
+            real(fd)
+        else:  # a platform without syncfs: the test still checks the batching
+            os.fsync(fd)
+
+    monkeypatch.setattr(log_sync, "_syncfs", counted)
+    return calls
+
+
+def test_a_pass_over_many_logs_makes_them_durable_with_one_syncfs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = _logs(tmp_path, log_sync.SYNCFS_MIN_LOGS)
+    calls = _counting_syncfs(monkeypatch)
+    fdatasyncs: list[int] = []
+    monkeypatch.setattr(core_log.os, "fdatasync", fdatasyncs.append)
+    result = log_sync.sync_logs(logs)
+    assert len(calls) == 1 and fdatasyncs == [] and result.syncfs == 1
+    assert result.outcomes == [i + 1 for i in range(len(logs))]
+    assert [plog.durable_offset for plog in logs] == result.outcomes
+    assert log_sync.sync_logs(logs).syncfs == 0  # nothing new: no sync at all
+    for plog in logs:
+        plog.close()
+
+
+def test_a_pass_over_a_few_logs_fdatasyncs_each(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = _logs(tmp_path, log_sync.SYNCFS_MIN_LOGS - 1)
+    calls = _counting_syncfs(monkeypatch)
+    result = log_sync.sync_logs(logs)
+    assert calls == [] and result.fdatasyncs == len(logs)
+    assert [plog.durable_offset for plog in logs] == [i + 1 for i in range(len(logs))]
+    for plog in logs:
+        plog.close()
+
+
+def test_a_failed_syncfs_fails_every_log_of_the_pass_and_a_closed_log_only_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = _logs(tmp_path, log_sync.SYNCFS_MIN_LOGS + 1)
+    logs[0].close()  # deleted meanwhile: its own error, the others go on
+    _counting_syncfs(monkeypatch, fail=OSError(5, "Input/output error"))
+    result = log_sync.sync_logs(logs)
+    assert "closed" in str(result.outcomes[0])
+    assert all(isinstance(o, StorageError) and "syncfs" in str(o) for o in result.outcomes[1:])
+    assert all(plog.durable_offset == 0 for plog in logs[1:])
+    monkeypatch.undo()
+    assert log_sync.sync_logs(logs[1:]).outcomes == [i + 2 for i in range(len(logs) - 1)]
+    for plog in logs[1:]:
+        plog.close()
+
+
+def test_a_truncation_during_a_pass_keeps_it_from_vouching_for_that_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = _logs(tmp_path, log_sync.SYNCFS_MIN_LOGS)
+    entered, release = threading.Event(), threading.Event()
+
+    def paused(fd: int) -> None:
+        entered.set()
+        release.wait(10)
+
+    monkeypatch.setattr(log_sync, "_syncfs", paused)
+    results: list[log_sync.PassResult] = []
+    thread = threading.Thread(target=lambda: results.append(log_sync.sync_logs(logs)))
+    thread.start()
+    assert entered.wait(10)
+    last = logs[-1]  # it means to cover 0..7 of this one
+    last.truncate_to(2)
+    last.append(_batch(6))  # other records take the removed offsets, unsynced
+    release.set()
+    thread.join(10)
+    assert results[0].outcomes[:-1] == [i + 1 for i in range(len(logs) - 1)]
+    assert results[0].outcomes[-1] == 0 and last.durable_offset == 0
+    for plog in logs:
+        plog.close()
+
+
+def test_partitions_of_one_loop_share_passes(tmp_path: Path) -> None:
+    async def run() -> None:
+        partitions = [Partition("d", i, PartitionLog.open(tmp_path / f"d-{i}", LogConfig()), 1)
+                      for i in range(50)]
+        for i, partition in enumerate(partitions):
+            partition.become_leader(PartitionState("d", i, replicas=(1,), isr=(1,), leader=1,
+                                                   leader_epoch=0, partition_epoch=0))
+        passes = log_sync.SYNC_STATS.passes
+        waits = []
+        for _ in range(4):
+            for partition in partitions:
+                info = partition.append_as_leader(_batch(), required_acks=1,
+                                                  min_insync_replicas=1)
+                waits.append(partition.wait_durable(info.last_offset + 1))
+        await asyncio.wait_for(asyncio.gather(*waits), 30)
+        # 200 appends to 50 logs, all before the first pass returned: two passes
+        # (the first began with the first append), not one sync per log.
+        assert 1 <= log_sync.SYNC_STATS.passes - passes <= 2
+        assert all(p.high_watermark == 4 for p in partitions)
+        for partition in partitions:
+            partition.log.close()
+
+    asyncio.run(run())
+
+
+def test_fdatasyncs_side_by_side_report_each_logs_failure(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logs = _logs(tmp_path, 3)
+    broken = os.open(logs[1].segments[-1].log_path, os.O_RDONLY)
+    real = core_log.os.fdatasync
+    fds: list[int] = []
+
+    def failing_for_one(fd: int) -> None:
+        fds.append(fd)
+        if os.path.samestat(os.fstat(fd), os.fstat(broken)):
+            raise OSError(5, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(core_log.os, "fdatasync", failing_for_one)
+    result = log_sync.sync_logs(logs)
+    assert len(fds) == 3 and result.fdatasyncs == 3
+    assert result.outcomes[0] == 1 and result.outcomes[2] == 3
+    assert isinstance(result.outcomes[1], StorageError)
+    assert logs[1].durable_offset == 0
+    os.close(broken)
+    for plog in logs:
+        plog.close()
