@@ -26,6 +26,7 @@ from slog.broker.offsets_topic import build_group_coordinator
 from slog.broker.quotas import ClientQuotas
 from slog.broker.security import Security
 from slog.broker.topic_creator import TopicCreator
+from slog.broker.transaction_state import build_transaction_coordinator
 from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.datadir import (
@@ -52,6 +53,8 @@ from slog.replication.log_sync import SYNC_STATS
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
 from slog.replication.throttle import ReplicationThrottle
+from slog.transactions.coordinator import TransactionCoordinator
+from slog.transactions.offsets import PendingTxnOffsets
 
 log = logging.getLogger("slog.broker")
 
@@ -134,6 +137,8 @@ class Broker:
                                           config.get_int("quota.window.size.seconds"))
         self.metadata_cache = MetadataResponseCache(topic_entry)
         self.groups: GroupCoordinator = build_group_coordinator(self)
+        self.transactions: TransactionCoordinator = build_transaction_coordinator(self)
+        self.pending_txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit, until the marker
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
@@ -380,7 +385,8 @@ class Broker:
     def start_background_tasks(self) -> None:
         self.wakeups.start()
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
-                 self.replicas.maintain_isr(self.alter_isr), self.groups.run()]
+                 self.replicas.maintain_isr(self.alter_isr), self.groups.run(),
+                 self.transactions.run_timeouts()]
         for coroutine in loops:
             task = asyncio.create_task(coroutine)
             task.add_done_callback(_report_crash)
@@ -411,6 +417,7 @@ class Broker:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self.transactions.shutdown()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._logs_loaded:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker

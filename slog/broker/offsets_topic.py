@@ -34,37 +34,50 @@ LOAD_CHUNK_BYTES = 1024 * 1024
 
 
 class OffsetsTopicLog:
-    """:class:`slog.groups.manager.OffsetsLog` over this broker's replicas."""
+    """:class:`slog.groups.manager.OffsetsLog` over this broker's replicas of
+    ``topic``: ``__consumer_offsets``, or ``__transaction_state`` for the transaction
+    coordinator (which also honours the topic's ``min.insync.replicas``)."""
 
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, topic: str = OFFSETS_TOPIC,
+                 use_min_isr: bool = False):
         self._broker = broker
+        self._topic = topic
+        self._use_min_isr = use_min_isr
         self._commit_timeout_s = broker.config.get_int("offsets.commit.timeout.ms") / 1000
 
     def partition_count(self) -> int | None:
-        topic = self._broker.image.topics.get(OFFSETS_TOPIC)
+        topic = self._broker.image.topics.get(self._topic)
         return len(topic.partitions) if topic is not None and topic.partitions else None
 
     def is_leader(self, partition: int) -> bool:
-        found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+        found = self._broker.replicas.get(self._topic, partition)
         return found is not None and found.is_leader
 
     def becoming_leader(self, partition: int) -> bool:
-        state = self._broker.image.partition(OFFSETS_TOPIC, partition)
+        state = self._broker.image.partition(self._topic, partition)
         return state is not None and state.leader == self._broker.broker_id and \
             not self.is_leader(partition)
 
     def _leader(self, partition: int) -> Partition:
-        found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+        found = self._broker.replicas.get(self._topic, partition)
         if found is None:
-            raise StoreError(ErrorCode.coordinator_not_available, "no such offsets partition")
+            raise StoreError(ErrorCode.coordinator_not_available, f"no such {self._topic} "
+                             "partition")
         if not found.is_leader:
-            raise StoreError(ErrorCode.not_coordinator, "no longer the offsets partition's leader")
+            raise StoreError(ErrorCode.not_coordinator,
+                             f"no longer the {self._topic} partition's leader")
         return found
+
+    def _min_isr(self) -> int:
+        if not self._use_min_isr:
+            return 1
+        return int(self._broker.replicas.topic_setting(self._topic, "min.insync.replicas"))
 
     def append(self, partition: int, records: bytes) -> int:
         leader = self._leader(partition)
         try:
-            result = leader.append_as_leader(records, required_acks=-1, min_insync_replicas=1)
+            result = leader.append_as_leader(records, required_acks=-1,
+                                             min_insync_replicas=self._min_isr())
         except ReplicaError as exc:
             moved = exc.code is ErrorCode.not_leader_or_follower
             raise StoreError(ErrorCode.not_coordinator if moved
@@ -80,12 +93,13 @@ class OffsetsTopicLog:
 
     async def wait_committed(self, partition: int, offset: int) -> None:
         try:
-            await self._leader(partition).wait_for_commit(offset, self._commit_timeout_s, 1)
+            await self._leader(partition).wait_for_commit(offset, self._commit_timeout_s,
+                                                          self._min_isr())
         except ReplicaError as exc:
             if exc.code is ErrorCode.not_leader_or_follower:
                 raise StoreError(ErrorCode.not_coordinator, str(exc)) from exc
             raise StoreError(ErrorCode.coordinator_not_available,
-                             "the offsets partition did not replicate in time") from exc
+                             f"the {self._topic} partition did not replicate in time") from exc
 
     def read(self, partition: int, offset: int) -> tuple[bytes, int]:
         leader = self._leader(partition)

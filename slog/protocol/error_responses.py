@@ -205,6 +205,32 @@ def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, error_code=e, producer_id=-1, producer_epoch=-1)
 
 
+def _add_partitions_to_txn(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, results_by_topic_v3_and_below=_by_topic(
+        cls, "results_by_topic_v3_and_below", "results_by_partition",
+        (({"name": t.name}, ({"partition_index": p, "partition_error_code": e}
+                             for p in t.partitions))
+         for t in req.v3_and_below_topics)))
+
+
+def _txn_offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": p.partition_index, "error_code": e}
+                             for p in t.partitions))
+         for t in req.topics)))
+
+
+def _write_txn_markers(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, markers=_rows(cls, "markers", (
+        {"producer_id": m.producer_id, "topics": _by_topic(
+            _item(cls, "markers"), "topics", "partitions",
+            (({"name": t.name}, ({"partition_index": p, "error_code": e}
+                                 for p in t.partition_indexes))
+             for t in m.topics))}
+        for m in req.markers)))
+
+
 def _create_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, topics=_rows(
         cls, "topics", ({"name": t.name, "error_code": e} for t in req.topics)))
@@ -384,6 +410,11 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ALTER_PARTITION: (_top_level, False),
     ApiKey.ENVELOPE: (_top_level, False),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_describe_topic_partitions, True),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (_add_partitions_to_txn, True),
+    ApiKey.ADD_OFFSETS_TO_TXN: (_top_level, False),
+    ApiKey.END_TXN: (_top_level, False),
+    ApiKey.WRITE_TXN_MARKERS: (_write_txn_markers, True),
+    ApiKey.TXN_OFFSET_COMMIT: (_txn_offset_commit, True),
 }
 
 

@@ -19,12 +19,14 @@ from slog.broker.handlers import (
     sasl,
     scram,
     topic_partitions,
+    transactions,
 )
 
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   log_dirs, sasl, acls, scram, records, quotas, topic_partitions):
+                   log_dirs, sasl, acls, scram, records, quotas, topic_partitions,
+                   transactions):
         handlers.update(module.HANDLERS)
     return handlers

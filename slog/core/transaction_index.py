@@ -1,0 +1,106 @@
+"""A partition's transactions: which are open, which were aborted (Kafka's
+ProducerStateManager transaction half and its ``.txnindex``).
+
+A transactional batch opens its producer's transaction at its base offset; the
+COMMIT or ABORT control batch the coordinator has the leader write ends it.
+The last stable offset is the first offset of the oldest open transaction (or
+the high watermark): read_committed consumers read below it only, and are told
+which aborted transactions overlap what they read, so they can drop those
+records. Rebuilt by replaying batch headers (and each marker's key), like the
+idempotence state.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from typing import NamedTuple
+
+from slog.core.batch import HEADER_SIZE, BatchHeader
+from slog.core.errors import CorruptRecordError
+from slog.core.records import BatchBuilder, decode_varint
+
+CONTROL_KEY_VERSION = 0
+ABORT_MARKER, COMMIT_MARKER = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+class AbortedTransaction(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+
+
+def build_marker(producer_id: int, producer_epoch: int, committed: bool,
+                 coordinator_epoch: int, timestamp: int) -> bytes:
+    """A control batch holding one EndTransactionMarker (offset 0: the leader assigns it)."""
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                           is_transactional=True, is_control=True)
+    key = _CONTROL_KEY.pack(CONTROL_KEY_VERSION, COMMIT_MARKER if committed else ABORT_MARKER)
+    builder.append(key, _MARKER_VALUE.pack(0, coordinator_epoch), timestamp=timestamp)
+    return builder.build()
+
+
+def marker_commits(buf: bytes | memoryview, pos: int) -> bool | None:
+    """The control batch at ``pos``: True for COMMIT, False for ABORT, None when its
+    first record is no transaction marker (control batches are never compressed)."""
+    at = pos + HEADER_SIZE
+    try:
+        _, at = decode_varint(buf, at)  # record length
+        at += 1  # attributes
+        _, at = decode_varint(buf, at)  # timestamp delta
+        _, at = decode_varint(buf, at)  # offset delta
+        key_length, at = decode_varint(buf, at)
+        if key_length < _CONTROL_KEY.size or at + _CONTROL_KEY.size > len(buf):
+            return None
+        _, kind = _CONTROL_KEY.unpack_from(buf, at)
+    except (CorruptRecordError, struct.error):
+        return None
+    if kind == COMMIT_MARKER:
+        return True
+    return False if kind == ABORT_MARKER else None
+
+
+class PartitionTransactions:
+    def __init__(self) -> None:
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
+        self.aborted: list[AbortedTransaction] = []  # in marker (last offset) order
+
+    def track(self, header: BatchHeader, base_offset: int, committed: bool | None) -> None:
+        """A batch stored at ``base_offset``; ``committed``: a marker's kind, else None."""
+        if not header.is_transactional:
+            return
+        producer_id = header.producer_id
+        if not header.is_control:
+            self.ongoing.setdefault(producer_id, base_offset)
+            return
+        first = self.ongoing.pop(producer_id, None)
+        if committed is False and first is not None:
+            self.aborted.append(AbortedTransaction(producer_id, first, base_offset))
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing.values(), default=None)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        first = self.first_unstable_offset()
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions with records in
+        [start, end): what a read_committed consumer must filter."""
+        lasts = [a.last_offset for a in self.aborted]
+        found = []
+        for entry in self.aborted[bisect.bisect_left(lasts, start):]:
+            if entry.first_offset < end:
+                found.append((entry.producer_id, entry.first_offset))
+        return found
+
+    def forget_below(self, log_start: int) -> None:
+        """Aborted transactions wholly below the log start need no filtering any more."""
+        if self.aborted and self.aborted[0].last_offset < log_start:
+            self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
+
+    def clear(self) -> None:
+        self.ongoing.clear()
+        self.aborted.clear()
