@@ -136,7 +136,7 @@ def _group_then_topics(group_op: Operation, topic_op: Operation, request: Any
 def _checks(api_key: int, request: Any) -> Iterator[Check]:
     op = Operation
     if api_key == ApiKey.PRODUCE:
-        yield from _txn_id(op.WRITE, request.transactional_id)
+        yield from _txn_id(op.WRITE, getattr(request, "transactional_id", None))
         yield from _topics(op.WRITE, request.topic_data)
     elif api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
         yield from _txn_id(op.WRITE, request.v3_and_below_transactional_id)
@@ -205,9 +205,10 @@ def denial(api_key: int, request: Any, allowed: Allowed,
     """The error code for the first failed check of ``request``, or None if all pass.
 
     ``topic_name`` gives the name of a topic id (requests that name topics by id)."""
-    if api_key == ApiKey.INIT_PRODUCER_ID and request.transactional_id is not None:
+    transactional_id = getattr(request, "transactional_id", None)
+    if api_key == ApiKey.INIT_PRODUCER_ID and transactional_id is not None:
         # A transactional producer needs WRITE on its transactional id.
-        if allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        if allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
             return None
         return TXN_ID_DENIED
     if api_key == ApiKey.INIT_PRODUCER_ID:

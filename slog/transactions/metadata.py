@@ -109,7 +109,7 @@ class TransactionMetadata:
         if self.pending is not None:
             raise TransactionError(ErrorCode.concurrent_transactions,
                                    f"{self.transactional_id} is being changed already")
-        if self.state not in _VALID_PREVIOUS[transit.state] and transit.state != self.state:
+        if self.state not in _VALID_PREVIOUS[transit.state]:
             raise TransactionError(
                 ErrorCode.invalid_txn_state,
                 f"{self.transactional_id}: {self.state.kafka_name} cannot become "

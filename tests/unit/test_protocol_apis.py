@@ -27,6 +27,12 @@ EXPECTED = {
     "Fetch": (4, 17),
     "ListOffsets": (1, 10),
     "InitProducerId": (0, 4),
+    # Transactions, classic protocol (no KIP-890 versions).
+    "AddPartitionsToTxn": (0, 3),
+    "AddOffsetsToTxn": (0, 3),
+    "EndTxn": (0, 3),
+    "WriteTxnMarkers": (1, 1),  # inter-broker: coordinators ask leaders for markers
+    "TxnOffsetCommit": (0, 3),
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
     "DeleteRecords": (0, 2),

@@ -1,0 +1,123 @@
+"""A partition's transactions: open ones, the last stable offset, the aborted index, and
+their recovery by replaying the log (real PartitionLogs and Partitions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from slog.core.batch import parse_header
+from slog.core.log import PartitionLog
+from slog.core.log_config import LogConfig
+from slog.core.metadata import PartitionState
+from slog.core.records import BatchBuilder, build_batch, decode_records
+from slog.core.transaction_index import (
+    AbortedTransaction,
+    PartitionTransactions,
+    build_marker,
+    marker_commits,
+)
+from slog.replication.partition import Partition, ReplicaError
+
+CONFIG = LogConfig(segment_bytes=1024 * 1024, preallocate=False, write_caching=True)
+
+
+def _txn_batch(producer_id: int, epoch: int, sequence: int, *values: bytes) -> bytes:
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=epoch,
+                           base_sequence=sequence, is_transactional=True)
+    for value in values:
+        builder.append(None, value)
+    return builder.build()
+
+
+def _leader(directory: Path) -> Partition:
+    partition = Partition("t", 0, PartitionLog.open(directory, CONFIG), broker_id=1)
+    partition.become_leader(PartitionState("t", 0, (1,), (1,), leader=1, leader_epoch=1,
+                                           partition_epoch=1))
+    return partition
+
+
+def _append(partition: Partition, records: bytes) -> int:
+    return partition.append_as_leader(records, required_acks=1,
+                                      min_insync_replicas=1).base_offset
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_markers_are_control_batches_kafka_reads(committed: bool) -> None:
+    marker = build_marker(5, 2, committed, coordinator_epoch=3, timestamp=1000)
+    header, records = decode_records(marker)
+    assert header.is_control and header.is_transactional
+    assert (header.producer_id, header.producer_epoch) == (5, 2)
+    # Kafka's control record: key (version 0, type: 0 abort, 1 commit), value
+    # EndTransactionMarker (version 0, coordinator epoch).
+    assert records[0].key == bytes([0, 0, 0, int(committed)])
+    assert records[0].value == bytes([0, 0, 0, 0, 0, 3])
+    assert marker_commits(marker, 0) is committed
+
+
+def test_a_control_batch_that_is_no_marker_is_not_read_as_one() -> None:
+    builder = BatchBuilder(producer_id=1, producer_epoch=0, is_transactional=True,
+                           is_control=True)
+    builder.append(b"\x00\x00\x00\x07", b"")  # an unknown control type
+    assert marker_commits(builder.build(), 0) is None
+
+
+def test_last_stable_offset_and_aborted_index(tmp_path: Path) -> None:
+    partition = _leader(tmp_path / "t-0")
+    _append(partition, build_batch([(None, b"plain", (), 1)]))  # offset 0
+    first_a = _append(partition, _txn_batch(10, 0, 0, b"a1", b"a2"))  # 1-2
+    first_b = _append(partition, _txn_batch(11, 0, 0, b"b1"))  # 3
+    assert partition.high_watermark == 4
+    assert partition.last_stable_offset == first_a  # the oldest open transaction
+    abort_at = _append(partition, build_marker(10, 0, False, 0, 1))  # 4
+    assert partition.last_stable_offset == first_b
+    _append(partition, build_marker(11, 0, True, 0, 1))  # 5
+    assert partition.last_stable_offset == partition.high_watermark == 6
+    txns = partition.transactions
+    assert txns.aborted == [AbortedTransaction(10, first_a, abort_at)]
+    assert txns.aborted_between(0, 6) == [(10, first_a)]
+    assert txns.aborted_between(abort_at + 1, 6) == []  # wholly before the read
+    assert txns.aborted_between(0, first_a) == []  # wholly after it
+    # read_committed reads stop at the LSO, whole batches only.
+    _append(partition, _txn_batch(10, 0, 2, b"a3"))  # 6: open again
+    fetched = partition.read(0, 1 << 20, committed_only=True, read_committed=True)
+    assert fetched.next_offset == 6
+    everything = partition.read(0, 1 << 20, committed_only=True)
+    assert everything.next_offset == 7
+
+
+def test_recovery_rebuilds_open_and_aborted_transactions(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    partition = _leader(directory)
+    first = _append(partition, _txn_batch(10, 0, 0, b"x"))
+    abort_at = _append(partition, build_marker(10, 0, False, 0, 1))
+    still_open = _append(partition, _txn_batch(10, 0, 1, b"y"))
+    partition.log.close()
+    replayed = Partition("t", 0, PartitionLog.open(directory, CONFIG), broker_id=1)
+    assert replayed.transactions.aborted == [AbortedTransaction(10, first, abort_at)]
+    assert replayed.transactions.ongoing == {10: still_open}
+    replayed.log.close()
+
+
+def test_a_fencing_marker_fences_the_old_epoch(tmp_path: Path) -> None:
+    partition = _leader(tmp_path / "t-0")
+    _append(partition, _txn_batch(10, 0, 0, b"zombie"))
+    _append(partition, build_marker(10, 1, False, 0, 1))  # the coordinator bumped to 1
+    with pytest.raises(ReplicaError) as raised:
+        _append(partition, _txn_batch(10, 0, 1, b"late"))
+    assert raised.value.code.name == "invalid_producer_epoch"
+    _append(partition, _txn_batch(10, 2, 0, b"new producer"))  # the next epoch starts at 0
+
+
+def test_index_ignores_non_transactional_batches_and_forgets_below_the_log_start() -> None:
+    txns = PartitionTransactions()
+    plain = parse_header(build_batch([(None, b"v", (), 1)]))
+    txns.track(plain, 0, None)
+    assert txns.first_unstable_offset() is None
+    txns.track(parse_header(_txn_batch(1, 0, 0, b"v")), 1, None)
+    txns.track(parse_header(build_marker(1, 0, False, 0, 1)), 2, False)
+    txns.forget_below(2)
+    assert txns.aborted == [AbortedTransaction(1, 1, 2)]
+    txns.forget_below(3)
+    assert txns.aborted == []
