@@ -44,6 +44,7 @@ from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
+from slog.core.transaction_index import AbortedBatches
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
 from slog.protocol.errors import ErrorCode
@@ -378,9 +379,13 @@ class Broker:
         """The cleaner's run, given only the compacted logs (once per its backoff)."""
         compacted = {key: plog for key, plog in self.log_manager.all_logs().items()
                      if plog.config.compact_enabled}
-        hws = {key: p.high_watermark for key in compacted
-               if (p := self.replicas.partitions.get(key)) is not None}
-        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, hws)
+        partitions = {key: p for key in compacted
+                      if (p := self.replicas.partitions.get(key)) is not None}
+        # Up to the last stable offset: an open transaction may still abort.
+        stable = {key: p.last_stable_offset for key, p in partitions.items()}
+        aborted = {key: AbortedBatches(p.transactions.aborted)
+                   for key, p in partitions.items() if p.transactions.aborted}
+        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, stable, aborted)
 
     def start_background_tasks(self) -> None:
         self.wakeups.start()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from slog.core.batch import HEADER_SIZE, BatchHeader
@@ -104,3 +105,20 @@ class PartitionTransactions:
     def clear(self) -> None:
         self.ongoing.clear()
         self.aborted.clear()
+
+
+class AbortedBatches:
+    """Whether a stored batch belongs to an aborted transaction (the cleaner drops
+    those records, and they never supersede a committed value)."""
+
+    def __init__(self, aborted: Iterable[AbortedTransaction] = ()):
+        self._ranges: dict[int, list[tuple[int, int]]] = {}
+        for entry in aborted:
+            self._ranges.setdefault(entry.producer_id, []).append(
+                (entry.first_offset, entry.last_offset))
+
+    def __call__(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._ranges.get(header.producer_id, ())
+        return any(first <= header.base_offset <= last for first, last in ranges)

@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from slog.core.batch import parse_header
+from slog.core.cleaner import LogCleaner
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.metadata import PartitionState
-from slog.core.records import BatchBuilder, build_batch, decode_records
+from slog.core.records import BatchBuilder, build_batch, decode_records, iter_decoded_batches
 from slog.core.transaction_index import (
+    AbortedBatches,
     AbortedTransaction,
     PartitionTransactions,
     build_marker,
@@ -121,3 +123,41 @@ def test_index_ignores_non_transactional_batches_and_forgets_below_the_log_start
     assert txns.aborted == [AbortedTransaction(1, 1, 2)]
     txns.forget_below(3)
     assert txns.aborted == []
+
+
+def test_compaction_drops_aborted_records_and_keeps_markers(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=300, preallocate=False, cleanup_policy="compact",
+                       write_caching=True)
+    directory = tmp_path / "c-0"
+    partition = Partition("c", 0, PartitionLog.open(directory, config), broker_id=1)
+    partition.become_leader(PartitionState("c", 0, (1,), (1,), leader=1, leader_epoch=1,
+                                           partition_epoch=1))
+
+    def keyed(producer_id: int, sequence: int, key: bytes, value: bytes) -> bytes:
+        builder = BatchBuilder(producer_id=producer_id, producer_epoch=0,
+                               base_sequence=sequence, is_transactional=True)
+        builder.append(key, value)
+        return builder.build()
+
+    _append(partition, build_batch([(b"k", b"committed", (), 1)]))
+    _append(partition, keyed(10, 0, b"k", b"aborted"))
+    _append(partition, build_marker(10, 0, False, 0, 1))
+    for i in range(6):  # closes the segments above
+        _append(partition, build_batch([(b"filler%d" % i, b"x" * 40, (), 1)]))
+    open_at = _append(partition, keyed(11, 0, b"j", b"open"))  # may still abort: kept
+    for i in range(6):
+        _append(partition, build_batch([(b"filler%d" % i, b"y" * 40, (), 1)]))
+    assert partition.last_stable_offset == open_at
+    assert len(partition.log.segments) > 2
+    LogCleaner().clean(partition.log, partition.last_stable_offset, force=True,
+                       aborted=AbortedBatches(partition.transactions.aborted))
+    data = partition.log.read(0, 1 << 20).tobytes()
+    batches = list(iter_decoded_batches(data, allow_partial_tail=False))
+    values = [r.value for _, h, records in batches if not h.is_control for r in records]
+    assert b"committed" in values and b"aborted" not in values and b"open" in values
+    assert sum(1 for _, h, _ in batches if h.is_control) == 1  # the marker stays
+    partition.log.close()
+    replayed = Partition("c", 0, PartitionLog.open(directory, config), broker_id=1)
+    assert replayed.transactions.ongoing == {11: open_at}
+    assert replayed.transactions.aborted == []  # nothing of it is left to filter
+    replayed.log.close()
