@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from slog.client import Consumer as SlogConsumer
 from tests.brokers import BrokerProcess
 from tests.cluster.conftest import Cluster, wait_until
 from tests.transactions.conftest import TXN_BROKER_CONFIG
@@ -80,8 +81,20 @@ def test_read_committed_sees_committed_transactions_only(txn_broker: BrokerProce
     committed = sorted([f"c{i}" for i in range(6)] + [f"d{i}" for i in range(3)])
     assert _read(bootstrap, "tx-visible", "read_committed", 9) == committed
     # read_uncommitted sees the aborted records too, but never the markers.
-    assert _read(bootstrap, "tx-visible", "read_uncommitted", 15) == \
-        sorted(committed + [f"a{i}" for i in range(6)])
+    everything = sorted(committed + [f"a{i}" for i in range(6)])
+    assert _read(bootstrap, "tx-visible", "read_uncommitted", 15) == everything
+    # slog's own consumer, both ways.
+    for isolation, expected in (("read_committed", committed),
+                                ("read_uncommitted", everything)):
+        with SlogConsumer(bootstrap, auto_offset_reset="earliest",
+                          isolation_level=isolation) as consumer:
+            consumer.assign([("tx-visible", p) for p in range(3)])
+            got: list[str] = []
+            deadline = time.monotonic() + TIMEOUT_S
+            while len(got) < len(expected) and time.monotonic() < deadline:
+                got += [r.value.decode() for r in consumer.poll(200) if r.value]
+            assert sorted(got) == expected
+            assert not consumer.poll(300)  # nothing else: no markers
 
 
 def test_an_open_transaction_holds_read_committed_back(txn_broker: BrokerProcess) -> None:
