@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slog.core import batch
@@ -148,15 +149,17 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
                                    config.get_int("offsets.topic.num.partitions"),
                                    lambda: int(time.time() * 1000))
     coordinator = GroupCoordinator(group_config(config), manager)
+    follow_leadership(broker, OFFSETS_TOPIC, manager.on_election, manager.on_resignation)
+    return coordinator
 
-    def on_role_change(topic: str, partition: int, is_leader: bool) -> None:
-        if topic != OFFSETS_TOPIC:
-            return
-        if is_leader:
-            manager.on_election(partition)
-        else:
-            manager.on_resignation(partition)
+
+def follow_leadership(broker: Broker, topic: str, on_election: Callable[[int], None],
+                      on_resignation: Callable[[int], None]) -> None:
+    """Tell a coordinator when this broker gains or loses a partition of its topic."""
+
+    def on_role_change(changed: str, partition: int, is_leader: bool) -> None:
+        if changed == topic:
+            (on_election if is_leader else on_resignation)(partition)
 
     broker.replicas.leadership_listeners.append(on_role_change)
-    return coordinator
 

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from slog.broker.offsets_topic import OffsetsTopicLog
+from slog.broker.offsets_topic import OffsetsTopicLog, follow_leadership
 from slog.core.errors import StorageError
 from slog.core.kafka_errors import ErrorCode
 from slog.core.transaction_index import build_marker
@@ -180,14 +180,6 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
                       "transaction.abort.timed.out.transaction.cleanup.interval.ms")),
         OffsetsTopicLog(broker, TRANSACTION_STATE_TOPIC, use_min_isr=True),
         LeaderMarkers(broker), broker.producer_ids.next_id, lambda: int(time.time() * 1000))
-
-    def on_role_change(topic: str, partition: int, is_leader: bool) -> None:
-        if topic != TRANSACTION_STATE_TOPIC:
-            return
-        if is_leader:
-            coordinator.on_election(partition)
-        else:
-            coordinator.on_resignation(partition)
-
-    broker.replicas.leadership_listeners.append(on_role_change)
+    follow_leadership(broker, TRANSACTION_STATE_TOPIC, coordinator.on_election,
+                      coordinator.on_resignation)
     return coordinator

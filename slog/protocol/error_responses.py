@@ -213,14 +213,6 @@ def _add_partitions_to_txn(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
          for t in req.v3_and_below_topics)))
 
 
-def _txn_offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
-    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
-        cls, "topics", "partitions",
-        (({"name": t.name}, ({"partition_index": p.partition_index, "error_code": e}
-                             for p in t.partitions))
-         for t in req.topics)))
-
-
 def _write_txn_markers(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, markers=_rows(cls, "markers", (
         {"producer_id": m.producer_id, "topics": _by_topic(
@@ -414,7 +406,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (_top_level, False),
     ApiKey.END_TXN: (_top_level, False),
     ApiKey.WRITE_TXN_MARKERS: (_write_txn_markers, True),
-    ApiKey.TXN_OFFSET_COMMIT: (_txn_offset_commit, True),
+    ApiKey.TXN_OFFSET_COMMIT: (_list_offsets, True),  # the same response shape
 }
 
 

@@ -560,6 +560,8 @@ class Partition:
         if header.is_transactional:
             committed = marker_commits(buf, position) if header.is_control else None
             self.transactions.track(header, base_offset, committed)
+            if committed is False:  # retention or DeleteRecords may have passed old ones
+                self.transactions.forget_below(self.log.log_start_offset)
 
     # -- recovery ------------------------------------------------------------------------
     def _rebuild_producer_state(self) -> None:

@@ -108,15 +108,17 @@ class TransactionCoordinator:
 
     # -- leadership ---------------------------------------------------------------------
     def on_election(self, partition: int) -> None:
-        if partition in self.owned or partition in self.loading:
-            return
+        if partition not in self.owned and partition not in self.loading:
+            self.loading[partition] = self._start_load(partition)
+
+    def _start_load(self, partition: int) -> asyncio.Task[None] | None:
+        """The loading task; None at start-up, before the event loop runs (then
+        ``run_timeouts`` starts it)."""
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # start-up, before the loop: loaded once run_timeouts starts
-            self.loading[partition] = None
-            return
-        self.loading[partition] = loop.create_task(self._load(partition),
-                                                   name=f"load-txn-state-{partition}")
+            return asyncio.get_running_loop().create_task(
+                self._load(partition), name=f"load-txn-state-{partition}")
+        except RuntimeError:
+            return None
 
     def on_resignation(self, partition: int) -> None:
         task = self.loading.pop(partition, None)
@@ -231,16 +233,16 @@ class TransactionCoordinator:
         self._check_owner(transactional_id)
         meta = self.transactions.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
-            raise TransactionError(ErrorCode.invalid_producer_id_mapping,
-                                   f"producer {producer_id} is not {transactional_id}'s")
-        if meta.producer_epoch != producer_epoch:
-            raise TransactionError(ErrorCode.producer_fenced,
-                                   f"epoch {producer_epoch} of {transactional_id} is fenced "
-                                   f"(current: {meta.producer_epoch})")
-        if meta.pending is not None:
-            raise TransactionError(ErrorCode.concurrent_transactions,
-                                   f"{transactional_id} is being changed")
-        return meta
+            why = ErrorCode.invalid_producer_id_mapping, \
+                f"producer {producer_id} is not {transactional_id}'s"
+        elif meta.producer_epoch != producer_epoch:
+            why = ErrorCode.producer_fenced, f"epoch {producer_epoch} of " \
+                f"{transactional_id} is fenced (current: {meta.producer_epoch})"
+        elif meta.pending is not None:
+            why = ErrorCode.concurrent_transactions, f"{transactional_id} is being changed"
+        else:
+            return meta
+        raise TransactionError(*why)
 
     async def add_partitions(self, transactional_id: str, producer_id: int,
                              producer_epoch: int, partitions: set[TopicPartition]) -> None:
@@ -319,8 +321,7 @@ class TransactionCoordinator:
 
     async def run_timeouts(self) -> None:
         for partition in [p for p, task in self.loading.items() if task is None]:
-            del self.loading[partition]
-            self.on_election(partition)
+            self.loading[partition] = self._start_load(partition)
         while True:
             await asyncio.sleep(self.config.abort_check_interval_ms / 1000)
             await self.abort_timed_out()

@@ -60,6 +60,12 @@ async def _settled(coordinator: TransactionCoordinator) -> None:
         await asyncio.sleep(0.001)
 
 
+async def _open_transaction(c: TransactionCoordinator, timeout_ms: int = 5_000) -> None:
+    """Producer 100 at epoch 0 with a transaction open on t-0."""
+    assert await c.init_producer_id("tx", timeout_ms, -1, -1) == (100, 0)
+    await c.add_partitions("tx", 100, 0, {("t", 0)})
+
+
 def _code(exc_info: pytest.ExceptionInfo[TransactionError]) -> ErrorCode:
     return exc_info.value.code
 
@@ -138,8 +144,7 @@ def test_bad_requests_get_kafkas_errors(tmp_path: Path) -> None:
 def test_a_new_producer_fences_the_old_one(tmp_path: Path) -> None:
     async def scenario(c: TransactionCoordinator, markers: RecordingMarkers,
                        clock: Clock) -> None:
-        assert await c.init_producer_id("tx", 10_000, -1, -1) == (100, 0)
-        await c.add_partitions("tx", 100, 0, {("t", 0)})
+        await _open_transaction(c)
         # A second instance with the same id: the open transaction is aborted at epoch 1.
         with pytest.raises(TransactionError) as raised:
             await c.init_producer_id("tx", 10_000, -1, -1)
@@ -165,8 +170,7 @@ def test_a_new_producer_fences_the_old_one(tmp_path: Path) -> None:
 def test_timed_out_transactions_are_aborted_and_fenced(tmp_path: Path) -> None:
     async def scenario(c: TransactionCoordinator, markers: RecordingMarkers,
                        clock: Clock) -> None:
-        await c.init_producer_id("tx", 5_000, -1, -1)
-        await c.add_partitions("tx", 100, 0, {("t", 0)})
+        await _open_transaction(c)
         clock.ms += 5_000
         assert await c.abort_timed_out() == 0
         clock.ms += 1
@@ -184,8 +188,7 @@ def test_timed_out_transactions_are_aborted_and_fenced(tmp_path: Path) -> None:
 def test_markers_are_retried_until_the_leaders_take_them(tmp_path: Path) -> None:
     async def scenario(c: TransactionCoordinator, markers: RecordingMarkers,
                        clock: Clock) -> None:
-        await c.init_producer_id("tx", 5_000, -1, -1)
-        await c.add_partitions("tx", 100, 0, {("t", 0)})
+        await _open_transaction(c)
         await c.end_transaction("tx", 100, 0, commit=True)
         with pytest.raises(TransactionError) as raised:
             await c.add_partitions("tx", 100, 0, {("t", 0)})
