@@ -1,0 +1,70 @@
+"""Transactions across failures on three brokers (real processes, kill -9): a
+read_committed consumer sees all of a transaction or none of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from slog.transactions.coordinator import TRANSACTION_STATE_TOPIC, partition_for
+from tests.cluster.conftest import Cluster
+from tests.transactions.conftest import TXN_BROKER_CONFIG
+from tests.transactions.test_clients import TIMEOUT_S, _producer, _read
+
+TOPIC = "tx-fo"
+STATE_PARTITIONS = int(TXN_BROKER_CONFIG["transaction.state.log.num.partitions"])
+
+
+def _open_transaction(cluster: Cluster, transactional_id: str, values: list[str]) -> object:
+    cluster.create_topic(TOPIC, 3, 3)
+    producer = _producer(cluster.bootstrap, transactional_id)
+    producer.begin_transaction()
+    for i, value in enumerate(values):
+        producer.produce(TOPIC, value.encode(), partition=i % 3)
+    producer.flush(TIMEOUT_S)
+    return producer
+
+
+@pytest.mark.broker_config(TXN_BROKER_CONFIG)
+@pytest.mark.parametrize("commit", [True, False])
+def test_the_coordinator_dies_mid_transaction(cluster: Cluster, commit: bool) -> None:
+    values = [f"v{i}" for i in range(9)]
+    producer = _open_transaction(cluster, "tx-fo-coordinator", values)
+    state_partition = partition_for("tx-fo-coordinator", STATE_PARTITIONS)
+    coordinator = cluster.leader(TRANSACTION_STATE_TOPIC, state_partition)
+    cluster.step(f"kill -9 the coordinator, broker {coordinator}")
+    cluster.kill(coordinator)
+    cluster.wait_leader(TRANSACTION_STATE_TOPIC, state_partition, not_in=[coordinator])
+    # The client finds the new coordinator, which loaded the transaction.
+    if commit:
+        producer.commit_transaction(60)  # type: ignore[attr-defined]
+    else:
+        producer.abort_transaction(60)  # type: ignore[attr-defined]
+    expected = sorted(values) if commit else []
+    assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
+
+
+@pytest.mark.broker_config(TXN_BROKER_CONFIG)
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_partition_leader_dies_mid_transaction(cluster: Cluster, commit: bool) -> None:
+    values = [f"v{i}" for i in range(9)]
+    producer = _open_transaction(cluster, "tx-fo-leader", values)
+    coordinator = cluster.leader(TRANSACTION_STATE_TOPIC,
+                                 partition_for("tx-fo-leader", STATE_PARTITIONS))
+    victim = next(cluster.leader(TOPIC, p) for p in range(3)
+                  if cluster.leader(TOPIC, p) != coordinator)
+    cluster.step(f"kill -9 broker {victim}, a leader of {TOPIC} (not the coordinator)")
+    cluster.kill(victim)
+    for p in range(3):
+        cluster.wait_leader(TOPIC, p, not_in=[victim])
+    # The new leaders replicated the open transaction; the marker goes to them.
+    if commit:
+        producer.commit_transaction(60)  # type: ignore[attr-defined]
+    else:
+        producer.abort_transaction(60)  # type: ignore[attr-defined]
+    expected = sorted(values) if commit else []
+    assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
+    # The killed broker comes back, recovers its log and its transaction state, and
+    # catches up: the topic still reads the same.
+    cluster.restart(victim)
+    cluster.wait_in_sync(TOPIC)
+    assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
