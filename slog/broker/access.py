@@ -151,6 +151,8 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
         yield from _group_then_topics(op.READ, op.READ, request)
     elif api_key == ApiKey.WRITE_TXN_MARKERS:
         yield _cluster(op.CLUSTER_ACTION)
+    elif api_key == ApiKey.DESCRIBE_PRODUCERS:
+        yield from _topics(op.READ, request.topics)
     elif api_key == ApiKey.FETCH:
         yield from _replica_or(op.READ, request)
     elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:

@@ -88,6 +88,9 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_CLUSTER = 60
     ALTER_PARTITION = 56
     ENVELOPE = 58
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -142,6 +145,11 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),
     (ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
     (ApiKey.END_TXN, 0, 3),
+    # KIP-664: hanging transactions. ListTransactions v1 filters by duration
+    # (KIP-994), v2 by a transactional id pattern (KIP-1152).
+    (ApiKey.DESCRIBE_PRODUCERS, 0, 0),
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
+    (ApiKey.LIST_TRANSACTIONS, 0, 2),
     # Inter-broker: the transaction coordinator has partition leaders write markers.
     # kio: 1-2 (Kafka 4 dropped v0); v2 (KIP-1228) is newer than Kafka 4.1.
     (ApiKey.WRITE_TXN_MARKERS, 1, 1),

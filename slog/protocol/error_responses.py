@@ -223,6 +223,21 @@ def _write_txn_markers(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
         for m in req.markers)))
 
 
+def _describe_transactions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, transaction_states=_rows(
+        cls, "transaction_states",
+        ({"error_code": e, "transactional_id": t, "transaction_state": "", "topics": ()}
+         for t in req.transactional_ids)))
+
+
+def _describe_producers(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": p, "error_code": e, "active_producers": ()}
+                             for p in t.partition_indexes))
+         for t in req.topics)))
+
+
 def _create_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, topics=_rows(
         cls, "topics", ({"name": t.name, "error_code": e} for t in req.topics)))
@@ -402,11 +417,14 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.ALTER_PARTITION: (_top_level, False),
     ApiKey.ENVELOPE: (_top_level, False),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_describe_topic_partitions, True),
+    # Transactions: three answer with one top-level error code.
+    **dict.fromkeys((ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.LIST_TRANSACTIONS),
+                    (_top_level, False)),
     ApiKey.ADD_PARTITIONS_TO_TXN: (_add_partitions_to_txn, True),
-    ApiKey.ADD_OFFSETS_TO_TXN: (_top_level, False),
-    ApiKey.END_TXN: (_top_level, False),
     ApiKey.WRITE_TXN_MARKERS: (_write_txn_markers, True),
     ApiKey.TXN_OFFSET_COMMIT: (_list_offsets, True),  # the same response shape
+    ApiKey.DESCRIBE_TRANSACTIONS: (_describe_transactions, True),
+    ApiKey.DESCRIBE_PRODUCERS: (_describe_producers, True),
 }
 
 

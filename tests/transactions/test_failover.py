@@ -4,6 +4,7 @@ read_committed consumer sees all of a transaction or none of it."""
 from __future__ import annotations
 
 import pytest
+from confluent_kafka import Producer
 
 from slog.transactions.coordinator import TRANSACTION_STATE_TOPIC, partition_for
 from tests.cluster.conftest import Cluster
@@ -14,7 +15,8 @@ TOPIC = "tx-fo"
 STATE_PARTITIONS = int(TXN_BROKER_CONFIG["transaction.state.log.num.partitions"])
 
 
-def _open_transaction(cluster: Cluster, transactional_id: str, values: list[str]) -> object:
+def _open_transaction(cluster: Cluster, transactional_id: str, values: list[str]
+                      ) -> Producer:
     cluster.create_topic(TOPIC, 3, 3)
     producer = _producer(cluster.bootstrap, transactional_id)
     producer.begin_transaction()
@@ -22,6 +24,18 @@ def _open_transaction(cluster: Cluster, transactional_id: str, values: list[str]
         producer.produce(TOPIC, value.encode(), partition=i % 3)
     producer.flush(TIMEOUT_S)
     return producer
+
+
+def _end_and_read(cluster: Cluster, producer: Producer, commit: bool,
+                  values: list[str]) -> list[str]:
+    """Commit or abort; a read_committed consumer then sees all of it or none."""
+    if commit:
+        producer.commit_transaction(60)
+    else:
+        producer.abort_transaction(60)
+    expected = sorted(values) if commit else []
+    assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
+    return expected
 
 
 @pytest.mark.broker_config(TXN_BROKER_CONFIG)
@@ -35,12 +49,7 @@ def test_the_coordinator_dies_mid_transaction(cluster: Cluster, commit: bool) ->
     cluster.kill(coordinator)
     cluster.wait_leader(TRANSACTION_STATE_TOPIC, state_partition, not_in=[coordinator])
     # The client finds the new coordinator, which loaded the transaction.
-    if commit:
-        producer.commit_transaction(60)  # type: ignore[attr-defined]
-    else:
-        producer.abort_transaction(60)  # type: ignore[attr-defined]
-    expected = sorted(values) if commit else []
-    assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
+    _end_and_read(cluster, producer, commit, values)
 
 
 @pytest.mark.broker_config(TXN_BROKER_CONFIG)
@@ -57,12 +66,7 @@ def test_a_partition_leader_dies_mid_transaction(cluster: Cluster, commit: bool)
     for p in range(3):
         cluster.wait_leader(TOPIC, p, not_in=[victim])
     # The new leaders replicated the open transaction; the marker goes to them.
-    if commit:
-        producer.commit_transaction(60)  # type: ignore[attr-defined]
-    else:
-        producer.abort_transaction(60)  # type: ignore[attr-defined]
-    expected = sorted(values) if commit else []
-    assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
+    expected = _end_and_read(cluster, producer, commit, values)
     # The killed broker comes back, recovers its log and its transaction state, and
     # catches up: the topic still reads the same.
     cluster.restart(victim)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaConsumer, KafkaProducer
 
@@ -82,3 +83,48 @@ def test_kafka_python_transactions(txn_broker: BrokerProcess) -> None:
     assert values == sorted(COMMITTED)
     assert _read(bootstrap, "tx-kafka-python", "read_uncommitted", 8) == \
         sorted(COMMITTED + ABORTED)
+
+
+def test_kip_664_admin_tools_find_and_abort_a_hanging_transaction(
+        txn_broker: BrokerProcess) -> None:
+    """kafka-python's admin (kafka-transactions.sh's calls): list, describe, describe
+    producers, and abort a transaction by writing its marker at the partition leader."""
+    from kafka import TopicPartition
+    from kafka.admin import AbortTransactionSpec, KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    bootstrap = txn_broker.bootstrap
+    _create(bootstrap, "tx-hanging", 1)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id="tx-hanging-1")
+    producer.init_transactions()
+    producer.begin_transaction()
+    producer.send("tx-hanging", b"stuck")
+    producer.flush()
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        listings = [t for ts in admin.list_transactions().values() for t in ts]
+        mine = [t for t in listings if t.transactional_id == "tx-hanging-1"]
+        assert len(mine) == 1 and str(mine[0].state.value) == "Ongoing"
+        assert not [t for ts in admin.list_transactions(state_filters=["CompleteCommit"])
+                    .values() for t in ts if t.transactional_id == "tx-hanging-1"]
+        described = admin.describe_transactions(["tx-hanging-1"])["tx-hanging-1"]
+        assert described.producer_id == mine[0].producer_id
+        assert described.topic_partitions == {TopicPartition("tx-hanging", 0)}
+        tp = TopicPartition("tx-hanging", 0)
+        [active] = admin.describe_producers([tp])[tp].active_producers
+        assert active.producer_id == described.producer_id
+        assert active.current_transaction_start_offset == 0
+        # The partition's side of a hanging transaction: the admin writes the ABORT.
+        with pytest.raises(KafkaError):  # an older epoch than the partition knows
+            admin.abort_transaction(AbortTransactionSpec(tp, active.producer_id,
+                                                         active.producer_epoch - 1))
+        admin.abort_transaction(AbortTransactionSpec(tp, active.producer_id,
+                                                     active.producer_epoch))
+        [after] = admin.describe_producers([tp])[tp].active_producers
+        assert after.current_transaction_start_offset == -1
+        with pytest.raises(KafkaError):
+            admin.describe_transactions(["no-such-id"])
+    finally:
+        admin.close()
+        producer.close(timeout=1)
+    assert _read(bootstrap, "tx-hanging", "read_committed", 0) == []

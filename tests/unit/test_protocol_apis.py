@@ -33,6 +33,9 @@ EXPECTED = {
     "EndTxn": (0, 3),
     "WriteTxnMarkers": (1, 1),  # inter-broker: coordinators ask leaders for markers
     "TxnOffsetCommit": (0, 3),
+    "DescribeProducers": (0, 0),
+    "DescribeTransactions": (0, 0),
+    "ListTransactions": (0, 2),
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
     "DeleteRecords": (0, 2),

@@ -1,7 +1,9 @@
 """Transactional APIs: InitProducerId with a transactional id, AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn (the coordinator, :mod:`slog.transactions.coordinator`),
-TxnOffsetCommit (the group coordinator holds the offsets until the marker), and
-WriteTxnMarkers (partition leaders, sent by coordinators).
+TxnOffsetCommit (the group coordinator holds the offsets until the marker),
+WriteTxnMarkers (partition leaders, sent by coordinators and by the admin's abort
+of a hanging transaction), and KIP-664's DescribeTransactions, ListTransactions
+(coordinators) and DescribeProducers (partition leaders).
 
 Clients older than KIP-588 know PRODUCER_FENCED as INVALID_PRODUCER_EPOCH: the
 answer is translated below the version that introduced it, as Kafka does.
@@ -9,12 +11,14 @@ answer is translated below the version that introduced it, as Kafka does.
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import Any
 
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE
 from slog.broker.transaction_state import write_marker
+from slog.core.acls import Operation, ResourceType
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
 from slog.groups.placement import OFFSETS_TOPIC, partition_for
@@ -22,6 +26,7 @@ from slog.groups.requests import OffsetCommitRequest
 from slog.protocol.apis import ApiKey
 from slog.protocol.shapes import millis
 from slog.transactions.coordinator import TransactionCoordinator
+from slog.transactions.metadata import TransactionState
 
 # The first version of each API that may answer PRODUCER_FENCED (KIP-588).
 _FENCED_FROM = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
@@ -157,7 +162,95 @@ async def write_txn_markers(ctx: RequestContext, request: Any) -> dict[str, Any]
     return {"markers": results}
 
 
+# -- DescribeTransactions / ListTransactions / DescribeProducers (KIP-664) -------------------
+# Kafka's -1 "no start time" (kio models a non-negative timestamp as a datetime).
+NO_START_TIME = datetime.datetime.fromtimestamp(-0.001, tz=datetime.UTC)
+
+
+def _start_time(start_ms: int) -> int | datetime.datetime:
+    return start_ms if start_ms >= 0 else NO_START_TIME
+
+
+def _may_describe(ctx: RequestContext, transactional_id: str) -> bool:
+    return ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+def _described(ctx: RequestContext, transactional_id: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"transactional_id": transactional_id, "transaction_state": "",
+                             "transaction_timeout": 0, "transaction_start_time": NO_START_TIME,
+                             "producer_id": -1, "producer_epoch": -1, "topics": []}
+    if not _may_describe(ctx, transactional_id):
+        return {**entry, "error_code": ErrorCode.transactional_id_authorization_failed}
+    try:
+        meta = _coordinator(ctx).describe(transactional_id)
+    except KafkaApiError as exc:
+        return {**entry, "error_code": exc.code}
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(meta.partitions):
+        by_topic.setdefault(topic, []).append(index)
+    return {**entry, "error_code": NONE, "transaction_state": meta.state.kafka_name,
+            "transaction_timeout": meta.timeout_ms,
+            "transaction_start_time": _start_time(meta.start_ms),
+            "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
+            "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
+
+
+async def describe_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "transaction_states": [
+        _described(ctx, txn_id) for txn_id in request.transactional_ids]}
+
+
+async def list_transactions(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    states = set(request.state_filters)
+    known = {state.kafka_name for state in TransactionState}
+    answer: dict[str, Any] = {"throttle_time": 0, "error_code": NONE,
+                              "unknown_state_filters": sorted(states - known),
+                              "transaction_states": []}
+    try:
+        found = _coordinator(ctx).list_transactions(
+            states & known if states else (), set(request.producer_id_filters),
+            getattr(request, "duration_filter", -1),
+            getattr(request, "transactional_id_pattern", None))
+    except KafkaApiError as exc:
+        return {**answer, "error_code": exc.code}
+    if states and not states & known:
+        found = []  # only unknown states asked for: nothing matches
+    answer["transaction_states"] = [
+        {"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+         "transaction_state": m.state.kafka_name}
+        for m in found if _may_describe(ctx, m.transactional_id)]
+    return answer
+
+
+def _producers_of(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {"partition_index": index, "error_code": NONE,
+                             "error_message": None, "active_producers": []}
+    partition = ctx.broker.replicas.get(topic, index)
+    if partition is None or not partition.is_leader:
+        known = ctx.broker.image.partition(topic, index) is not None
+        return {**entry, "error_code": ErrorCode.not_leader_or_follower if known
+                else ErrorCode.unknown_topic_or_partition}
+    ongoing = partition.transactions.ongoing
+    entry["active_producers"] = [
+        {"producer_id": producer_id, "producer_epoch": state.epoch,
+         "last_sequence": state.last_seq,
+         "last_timestamp": state.batches[-1].timestamp if state.batches else -1,
+         "coordinator_epoch": -1, "current_txn_start_offset": ongoing.get(producer_id, -1)}
+        for producer_id, state in partition.producers.entries()]
+    return entry
+
+
+async def describe_producers(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    return {"throttle_time": 0, "topics": [
+        {"name": t.name, "partitions": [_producers_of(ctx, t.name, p)
+                                        for p in t.partition_indexes]}
+        for t in request.topics]}
+
+
 HANDLERS = {
+    ApiKey.DESCRIBE_TRANSACTIONS: describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: list_transactions,
+    ApiKey.DESCRIBE_PRODUCERS: describe_producers,
     ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
     ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn,
     ApiKey.END_TXN: end_txn,
