@@ -177,7 +177,10 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
         TxnConfig(partitions=config.get_int("transaction.state.log.num.partitions"),
                   max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
                   abort_check_interval_ms=config.get_int(
-                      "transaction.abort.timed.out.transaction.cleanup.interval.ms")),
+                      "transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+                  id_expiration_ms=config.get_int("transactional.id.expiration.ms"),
+                  id_expiration_check_ms=config.get_int(
+                      "transaction.remove.expired.transaction.cleanup.interval.ms")),
         OffsetsTopicLog(broker, TRANSACTION_STATE_TOPIC, use_min_isr=True),
         LeaderMarkers(broker), broker.producer_ids.next_id, lambda: int(time.time() * 1000))
     follow_leadership(broker, TRANSACTION_STATE_TOPIC, coordinator.on_election,

@@ -70,6 +70,8 @@ class TxnConfig:
     partitions: int = 50  # transaction.state.log.num.partitions
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     abort_check_interval_ms: int = 10_000  # ...abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
+    id_expiration_check_ms: int = 3600 * 1000  # ...remove.expired.transaction.cleanup...
 
 
 def partition_for(transactional_id: str, partitions: int) -> int:
@@ -166,7 +168,9 @@ class TransactionCoordinator:
         metadata is unchanged and the error (NOT_COORDINATOR, ...) raised."""
         partition = self.partition_of(meta.transactional_id)
         builder = BatchBuilder()
-        builder.append(encode_key(meta.transactional_id), encode_value(transit))
+        # Dead: the id expired; its tombstone lets compaction forget it.
+        value = None if transit.state is TransactionState.DEAD else encode_value(transit)
+        builder.append(encode_key(meta.transactional_id), value)
         try:
             if partition not in self.owned:
                 raise TransactionError(ErrorCode.not_coordinator, "no longer the coordinator")
@@ -352,12 +356,35 @@ class TransactionCoordinator:
                          meta.transactional_id, exc)
         return aborted
 
+    async def expire_transactional_ids(self) -> int:
+        """Forget the ids with no transaction open whose last change is older than
+        ``transactional.id.expiration.ms`` (a tombstone in ``__transaction_state``)."""
+        now = self._wall_ms()
+        expired = 0
+        for meta in [m for m in self.transactions.values()
+                     if m.pending is None and m.is_expirable(now, self.config.id_expiration_ms)
+                     and self.partition_of(m.transactional_id) in self.owned]:
+            try:
+                await self._write(meta, meta.prepare_dead(now))
+            except KafkaApiError as exc:
+                log.info("could not expire %s: %s", meta.transactional_id, exc)
+                continue
+            if self.transactions.get(meta.transactional_id) is meta:
+                del self.transactions[meta.transactional_id]
+            expired += 1
+        return expired
+
     async def run_timeouts(self) -> None:
         for partition in [p for p, task in self.loading.items() if task is None]:
             self.loading[partition] = self._start_load(partition)
+        next_expiry = 0.0
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.config.abort_check_interval_ms / 1000)
             await self.abort_timed_out()
+            if loop.time() >= next_expiry:
+                next_expiry = loop.time() + self.config.id_expiration_check_ms / 1000
+                await self.expire_transactional_ids()
 
     def shutdown(self) -> None:
         for task in [*self._tasks, *self.loading.values()]:

@@ -100,6 +100,11 @@ class TransactionMetadata:
         return self.pending is None and self.state is TransactionState.ONGOING and \
             now_ms - self.start_ms > self.timeout_ms
 
+    def is_expirable(self, now_ms: int, expiration_ms: int) -> bool:
+        """No transaction open, and untouched for ``transactional.id.expiration.ms``."""
+        return self.state in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) and \
+            now_ms - self.update_ms > expiration_ms
+
     @property
     def epoch_exhausted(self) -> bool:
         return self.producer_epoch >= MAX_PRODUCER_EPOCH - 1
@@ -181,6 +186,11 @@ class TransactionMetadata:
         return self._prepare(replace(self.snapshot(), state=S.PREPARE_ABORT,
                                      producer_epoch=epoch,
                                      last_producer_epoch=self.producer_epoch,
+                                     update_ms=now_ms))
+
+    def prepare_dead(self, now_ms: int) -> TxnTransit:
+        """The id expired: it is removed (a tombstone is written)."""
+        return self._prepare(replace(self.snapshot(), state=S.DEAD, partitions=frozenset(),
                                      update_ms=now_ms))
 
     def prepare_complete(self, now_ms: int) -> TxnTransit:

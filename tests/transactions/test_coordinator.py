@@ -238,3 +238,22 @@ def test_a_new_coordinator_loads_the_state_and_finishes_prepared_transactions(
         asyncio.run(after_failover())
     finally:
         log.close()
+
+
+def test_idle_transactional_ids_expire(tmp_path: Path) -> None:
+    async def scenario(c: TransactionCoordinator, markers: RecordingMarkers,
+                       clock: Clock) -> None:
+        await _open_transaction(c)
+        await c.init_producer_id("idle", 5_000, -1, -1)
+        clock.ms += c.config.id_expiration_ms + 1
+        c.transactions["tx"].timeout_ms = 10**12  # open, not timed out: never expires
+        assert await c.expire_transactional_ids() == 1
+        assert set(c.transactions) == {"tx"}
+        # The tombstone is in the log: a reload does not bring "idle" back.
+        c.on_resignation(0)
+        await _loaded(c)
+        assert set(c.transactions) == {"tx"}
+        # A new producer with the expired id starts over with a new producer id.
+        assert await c.init_producer_id("idle", 5_000, -1, -1) == (300, 0)
+
+    run(tmp_path, scenario)
