@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
@@ -18,6 +19,16 @@ from slog.cli.common import (
     fail,
 )
 from slog.cli.output import LongOutputOption, OutputFormat, print_record, until_stdout_closes
+
+
+class IsolationLevel(StrEnum):
+    read_uncommitted = "read_uncommitted"
+    read_committed = "read_committed"
+
+
+IsolationOption = Annotated[IsolationLevel, typer.Option(
+    "--isolation-level", help="read_committed: only committed transactions, up to the "
+    "last stable offset (the end -e waits for).")]
 
 # kcat's tokens; %v is slog's name for the value and %s kcat's.
 _TOKEN = re.compile(r"%[kvsptoThKS%]|\\[nt\\]")
@@ -106,6 +117,7 @@ def consume(
         "--group", "-g", "-G", help="Consume as a member of this consumer group: the group assigns "
         "partitions and offsets are committed; --offset only applies where the group has "
         "none.")] = None,
+    isolation_level: IsolationOption = IsolationLevel.read_uncommitted,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: LongOutputOption = OutputFormat.table,
 ) -> None:
@@ -132,10 +144,12 @@ def consume(
         if mode not in ("beginning", "end"):
             fail("with --group, --offset is beginning or end (where the group has no offset)",
                  code=EXIT_USAGE)
-        _consume_group(topics, group, mode, max_messages, exit_at_end, fmt, bootstrap, output)
+        _consume_group(topics, group, mode, max_messages, exit_at_end, fmt, bootstrap, output,
+                       isolation_level)
         return
     with client_errors(bootstrap):
-        consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli")
+        consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli",
+                            isolation_level=isolation_level.value)
         try:
             meta = consumer.cluster.refresh_metadata(topics)
             tps = []
@@ -149,7 +163,8 @@ def consume(
                     if number not in entry.partitions:
                         fail(f"{topic} has no partition {number}", code=EXIT_NOT_FOUND)
                     tps.append(TopicPartition(topic, number))
-            ends = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "latest")))
+            ends = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "latest"),
+                                              isolation_level=_LEVELS[isolation_level]))
             starts = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "earliest")))
             consumer.assign(tps)
             for tp, position in _start_positions(consumer, tps, mode, value, ends,
@@ -171,6 +186,9 @@ def consume(
         finally:
             sys.stdout.flush()
             consumer.close()
+
+
+_LEVELS = {IsolationLevel.read_uncommitted: 0, IsolationLevel.read_committed: 1}
 
 
 def _print(record: Any, fmt: str, output: OutputFormat) -> None:
@@ -208,7 +226,8 @@ class _Printed:
 
 
 def _consume_group(topics: list[str], group: str, mode: str, max_messages: int | None,
-                   exit_at_end: bool, fmt: str, bootstrap: str, output: OutputFormat) -> None:
+                   exit_at_end: bool, fmt: str, bootstrap: str, output: OutputFormat,
+                   isolation_level: IsolationLevel) -> None:
     """As a group member: commit what was printed; -e stops once every assigned
     partition is at its end."""
     from slog.client import Consumer, TopicPartition
@@ -218,7 +237,7 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
     printed = _Printed()
     with client_errors(bootstrap):
         consumer = Consumer(bootstrap, group_id=group, client_id="slog-cli",
-                            enable_auto_commit=False,
+                            enable_auto_commit=False, isolation_level=isolation_level.value,
                             auto_offset_reset="earliest" if mode == "beginning" else "latest")
         printed.consumer = consumer
         try:
@@ -246,7 +265,8 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
                     if exit_at_end and assigned:
                         if set(ends) != assigned:
                             ends = found_offsets(list_offsets(
-                                consumer.cluster, dict.fromkeys(assigned, "latest")))
+                                consumer.cluster, dict.fromkeys(assigned, "latest"),
+                                isolation_level=_LEVELS[isolation_level]))
                         if all(printed.next.get(tp, consumer.position(tp)) >= ends[tp]
                                for tp in assigned):
                             break

@@ -79,6 +79,11 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DESCRIBE_ACLS: 3,
     ApiKey.CREATE_ACLS: 3,
     ApiKey.DELETE_ACLS: 3,
+    # Transactions' admin side (KIP-664; slog.client.transaction_admin).
+    ApiKey.LIST_TRANSACTIONS: 1,  # v1: the duration filter
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 1,
 }
 
 

@@ -33,6 +33,16 @@ def _producer(bootstrap: str, transactional_id: str, **extra: object) -> Produce
     return producer
 
 
+def _hanging(bootstrap: str, transactional_id: str, topic: str, value: bytes,
+             **extra: object) -> Producer:
+    """A producer with a transaction open on ``topic``-0, holding ``value``."""
+    producer = _producer(bootstrap, transactional_id, **extra)
+    producer.begin_transaction()
+    producer.produce(topic, value, partition=0)
+    producer.flush(TIMEOUT_S)
+    return producer
+
+
 def _transaction(producer: Producer, topic: str, values: Iterable[str], partitions: int,
                  commit: bool) -> None:
     producer.begin_transaction()
@@ -100,10 +110,7 @@ def test_read_committed_sees_committed_transactions_only(txn_broker: BrokerProce
 def test_an_open_transaction_holds_read_committed_back(txn_broker: BrokerProcess) -> None:
     bootstrap = txn_broker.bootstrap
     _create(bootstrap, "tx-open", 1)
-    producer = _producer(bootstrap, "tx-open-1")
-    producer.begin_transaction()
-    producer.produce("tx-open", b"pending")
-    producer.flush(TIMEOUT_S)
+    producer = _hanging(bootstrap, "tx-open-1", "tx-open", b"pending")
     plain = Producer({"bootstrap.servers": bootstrap})
     plain.produce("tx-open", b"after")  # behind the open transaction: not stable yet
     plain.flush(TIMEOUT_S)
@@ -122,10 +129,7 @@ def test_an_open_transaction_holds_read_committed_back(txn_broker: BrokerProcess
 def test_a_zombie_producer_is_fenced(txn_broker: BrokerProcess) -> None:
     bootstrap = txn_broker.bootstrap
     _create(bootstrap, "tx-zombie", 2)
-    zombie = _producer(bootstrap, "tx-zombie-1")
-    zombie.begin_transaction()
-    zombie.produce("tx-zombie", b"zombie", partition=0)
-    zombie.flush(TIMEOUT_S)
+    zombie = _hanging(bootstrap, "tx-zombie-1", "tx-zombie", b"zombie")
     # The same transactional id starts again elsewhere: the open transaction is aborted.
     successor = _producer(bootstrap, "tx-zombie-1")
     _transaction(successor, "tx-zombie", ["fresh"], 2, commit=True)
@@ -192,10 +196,8 @@ def test_offsets_sent_in_a_transaction_commit_with_it(txn_broker: BrokerProcess)
 def test_a_transaction_past_its_timeout_is_aborted(txn_broker: BrokerProcess) -> None:
     bootstrap = txn_broker.bootstrap
     _create(bootstrap, "tx-timeout", 1)
-    producer = _producer(bootstrap, "tx-timeout-1", **{"transaction.timeout.ms": 1000})
-    producer.begin_transaction()
-    producer.produce("tx-timeout", b"stuck")
-    producer.flush(TIMEOUT_S)
+    producer = _hanging(bootstrap, "tx-timeout-1", "tx-timeout", b"stuck",
+                        **{"transaction.timeout.ms": 1000})
     # The coordinator aborts it (bumping the epoch): the LSO moves past it.
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "timeout",
                          "isolation.level": "read_committed"})

@@ -4,6 +4,7 @@ request flows, fencing, timeouts, and loading what another coordinator wrote."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -80,10 +81,8 @@ def run(tmp_path: Path, scenario: Callable[[TransactionCoordinator, RecordingMar
         await scenario(coordinator, markers, clock)
         coordinator.shutdown()
 
-    try:
+    with contextlib.closing(log):
         asyncio.run(main())
-    finally:
-        log.close()
 
 
 def test_commit_and_abort(tmp_path: Path) -> None:
@@ -233,11 +232,9 @@ def test_a_new_coordinator_loads_the_state_and_finishes_prepared_transactions(
         assert second.transactions["idle"].state is S.EMPTY
         second.shutdown()
 
-    try:
+    with contextlib.closing(log):
         asyncio.run(before_failover())
         asyncio.run(after_failover())
-    finally:
-        log.close()
 
 
 def test_idle_transactional_ids_expire(tmp_path: Path) -> None:
