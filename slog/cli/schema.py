@@ -108,6 +108,7 @@ SCHEMAS: dict[str, Shape] = {
         "isr": "in-sync replica ids", "offline_replicas": "replicas on offline brokers",
         "log_start_offset": "first offset",
         "high_watermark": "end of the committed records (exclusive)",
+        "last_stable_offset": "end of what read_committed readers see (exclusive)",
         "log_end_offset": "offset the next record gets"}),
     "topic delete-records": Shape("list", {
         "topic": _TOPIC, "partition": _PARTITION,

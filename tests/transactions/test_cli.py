@@ -48,6 +48,8 @@ def test_find_and_abort_a_hanging_transaction(txn_broker: BrokerProcess) -> None
     assert "tx-cli-done" not in {t["transactional_id"] for t in ongoing}
     [described] = _json(bootstrap, "transactions", "describe", "tx-cli-hanging")
     assert described["partitions"] == ["tx-cli-0"] and described["start_ms"] > 0
+    [held] = _json(bootstrap, "topic", "describe", "tx-cli")
+    assert held["last_stable_offset"] == 2 < held["high_watermark"] == 4  # records+marker
     # The open transaction holds read_committed readers back (the plain record too).
     assert _consume(bootstrap, "tx-cli", "read_committed") == ["committed"]
     assert _consume(bootstrap, "tx-cli", "read_uncommitted") == \
@@ -65,4 +67,6 @@ def test_find_and_abort_a_hanging_transaction(txn_broker: BrokerProcess) -> None
                       "--start-offset", str(open_one["current_txn_start_offset"]))
     assert aborted["status"] == "aborted"
     assert _consume(bootstrap, "tx-cli", "read_committed") == ["committed", "plain"]
+    [stable] = _json(bootstrap, "topic", "describe", "tx-cli")
+    assert stable["last_stable_offset"] == stable["high_watermark"] == 5
     del hanging  # open until the admin aborted its transaction
