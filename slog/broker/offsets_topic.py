@@ -105,13 +105,19 @@ class OffsetsTopicLog:
     def read(self, partition: int, offset: int) -> tuple[bytes, int]:
         leader = self._leader(partition)
         offset = max(offset, leader.log.log_start_offset)
-        try:
-            # Up to the log end, as Kafka loads: a new leader's high watermark may
-            # still lag the records the old leader had already acknowledged.
-            found = leader.read(offset, LOAD_CHUNK_BYTES, committed_only=False)
-        except OffsetOutOfRangeError:
-            return b"", offset
-        return found.tobytes(), found.next_offset
+        while True:
+            try:
+                # Up to the log end, as Kafka loads: a new leader's high watermark may
+                # still lag the records the old leader had already acknowledged.
+                found = leader.read(offset, LOAD_CHUNK_BYTES, committed_only=False)
+            except OffsetOutOfRangeError:
+                return b"", offset
+            # Offsets committed in a transaction (TxnOffsetCommit) count once it
+            # committed; open ones are restored as pending (broker.transaction_state).
+            data = leader.transactions.committed_only(found.tobytes())
+            if data or not found.size:  # empty only at the end
+                return data, found.next_offset
+            offset = found.next_offset
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:

@@ -15,13 +15,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from slog.broker.offsets_topic import OffsetsTopicLog, follow_leadership
-from slog.core.errors import StorageError
-from slog.core.kafka_errors import ErrorCode
+from slog.core.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
+from slog.core.records import BatchBuilder, iter_decoded_batches
 from slog.core.transaction_index import build_marker
+from slog.groups.offsets import OffsetAndMetadata
+from slog.groups.offsets import TopicPartition as GroupPartition
 from slog.groups.placement import OFFSETS_TOPIC, partition_for
+from slog.groups.records import (
+    OffsetKey,
+    WireFormatError,
+    decode_key,
+    decode_offset_value,
+    encode_offset_value,
+)
 from slog.protocol.apis import ApiKey
 from slog.replication.broker_channel import BrokerChannel
 from slog.replication.controller import NewTopic
@@ -84,6 +95,57 @@ async def write_marker(broker: Broker, topic: str, index: int, producer_id: int,
     if topic == OFFSETS_TOPIC:
         return await _complete_txn_offsets(broker, index, producer_id, commit)
     return ErrorCode.none
+
+
+async def write_txn_offsets(broker: Broker, producer_id: int, producer_epoch: int,
+                            group_id: str, offsets: Mapping[GroupPartition, OffsetAndMetadata]
+                            ) -> ErrorCode:
+    """TxnOffsetCommit: the offsets go to the group's ``__consumer_offsets`` partition as
+    a transactional batch (as Kafka writes them), so a new group coordinator restores
+    them as pending; they are also held here until the marker."""
+    manager = broker.groups.manager
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
+                           is_transactional=True)
+    for (topic, index), value in offsets.items():
+        builder.append(OffsetKey(group_id, topic, index).encode(), encode_offset_value(value))
+    partition = manager.partition_for(group_id)
+    try:
+        last = manager.log.append(partition, builder.build())
+        await manager.log.wait_committed(partition, last)
+    except KafkaApiError as exc:
+        return exc.code
+    broker.pending_txn_offsets.add(producer_id, producer_epoch, group_id, offsets)
+    return ErrorCode.none
+
+
+def restore_pending_offsets(broker: Broker, index: int) -> None:
+    """Now leading ``__consumer_offsets-index``: hold the offsets of its open transactions
+    as pending again (their marker is still to come)."""
+    partition = broker.replicas.get(OFFSETS_TOPIC, index)
+    if partition is None or not partition.transactions.ongoing:
+        return
+    open_since = dict(partition.transactions.ongoing)
+    try:
+        data = partition.read(min(open_since.values()), 1 << 30, committed_only=False)
+        batches = list(iter_decoded_batches(data.tobytes()))
+    except (OffsetOutOfRangeError, CorruptRecordError) as exc:
+        log.warning("cannot restore pending transactional offsets of %s-%d: %s",
+                    OFFSETS_TOPIC, index, exc)
+        return
+    for _, header, records in batches:
+        first = open_since.get(header.producer_id)
+        if first is None or header.is_control or not header.is_transactional or \
+                header.base_offset < first:
+            continue
+        for record in records:
+            try:
+                key = decode_key(record.key or b"")
+                if isinstance(key, OffsetKey) and record.value is not None:
+                    broker.pending_txn_offsets.add(
+                        header.producer_id, header.producer_epoch, key.group,
+                        {(key.topic, key.partition): decode_offset_value(record.value)})
+            except WireFormatError as exc:
+                log.warning("skipping a transactional offset record: %s", exc)
 
 
 async def _complete_txn_offsets(broker: Broker, index: int, producer_id: int,
@@ -185,4 +247,12 @@ def build_transaction_coordinator(broker: Broker) -> TransactionCoordinator:
         LeaderMarkers(broker), broker.producer_ids.next_id, lambda: int(time.time() * 1000))
     follow_leadership(broker, TRANSACTION_STATE_TOPIC, coordinator.on_election,
                       coordinator.on_resignation)
+    follow_leadership(broker, OFFSETS_TOPIC, lambda index: restore_pending_offsets(
+        broker, index), lambda index: broker.pending_txn_offsets.drop(
+        lambda group: partition_for(group, _offsets_partitions(broker)) == index))
     return coordinator
+
+
+def _offsets_partitions(broker: Broker) -> int:
+    topic = broker.image.topics.get(OFFSETS_TOPIC)
+    return len(topic.partitions) if topic is not None and topic.partitions else 1

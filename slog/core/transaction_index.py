@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from slog.core.batch import HEADER_SIZE, BatchHeader
+from slog.core.batch import HEADER_SIZE, BatchHeader, parse_header
 from slog.core.errors import CorruptRecordError
 from slog.core.records import BatchBuilder, decode_varint
 
@@ -96,6 +96,29 @@ class PartitionTransactions:
             if entry.first_offset < end:
                 found.append((entry.producer_id, entry.first_offset))
         return found
+
+    def hides(self, header: BatchHeader, aborted: AbortedBatches) -> bool:
+        """A data batch of a transaction that aborted or is still open."""
+        if not header.is_transactional or header.is_control:
+            return False
+        first = self.ongoing.get(header.producer_id)
+        return (first is not None and header.base_offset >= first) or aborted(header)
+
+    def committed_only(self, data: bytes) -> bytes:
+        """``data`` (whole batches) without those of aborted or open transactions: what a
+        coordinator loading its internal topic may apply."""
+        if not self.ongoing and not self.aborted:
+            return data
+        aborted = AbortedBatches(self.aborted)
+        kept = []
+        position = 0
+        while position + HEADER_SIZE <= len(data):
+            header = parse_header(data, position)
+            end = position + header.size
+            if not self.hides(header, aborted):
+                kept.append(data[position:end])
+            position = end
+        return b"".join(kept)
 
     def forget_below(self, log_start: int) -> None:
         """Aborted transactions wholly below the log start need no filtering any more."""

@@ -39,5 +39,10 @@ class PendingTxnOffsets:
             self._epochs.pop(producer_id, None)
         return taken
 
+    def drop(self, placed_here: Callable[[str], bool]) -> None:
+        """The offsets partition moved away: its groups' pending offsets go with it."""
+        for producer_id in list(self._pending):
+            self.take(producer_id, placed_here)
+
     def pending_groups(self, producer_id: int) -> list[str]:
         return sorted(self._pending.get(producer_id, {}))

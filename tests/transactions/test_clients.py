@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -79,6 +80,23 @@ def _read(bootstrap: str, topic: str, isolation: str, expected: int) -> list[str
     finally:
         consumer.close()
     return sorted(values)
+
+
+def _group_member_reading(bootstrap: str, group: str, topic: str, count: int
+                          ) -> tuple[Consumer, list[Any]]:
+    """A read_committed member of ``group`` and the first ``count`` records it polled."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    taken: list[Any] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    while len(taken) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            taken.append(message)
+    assert len(taken) == count
+    return consumer, taken
 
 
 def test_read_committed_sees_committed_transactions_only(txn_broker: BrokerProcess) -> None:
@@ -154,18 +172,8 @@ def test_offsets_sent_in_a_transaction_commit_with_it(txn_broker: BrokerProcess)
     group = "tx-pipeline"
 
     def run_once(commit: bool) -> None:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                             "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                             "isolation.level": "read_committed"})
-        consumer.subscribe(["tx-in"])
+        consumer, batch = _group_member_reading(bootstrap, group, "tx-in", 5)
         producer = _producer(bootstrap, "tx-pipeline-1")
-        batch = []
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(batch) < 5 and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and message.error() is None:
-                batch.append(message)
-        assert len(batch) == 5
         producer.begin_transaction()
         for message in batch:
             producer.produce("tx-out", message.value().upper())

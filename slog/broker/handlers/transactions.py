@@ -17,7 +17,7 @@ from typing import Any
 
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE
-from slog.broker.transaction_state import write_marker
+from slog.broker.transaction_state import write_marker, write_txn_offsets
 from slog.core.acls import Operation, ResourceType
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.groups.offsets import NO_EPOCH, OffsetAndMetadata, TopicPartition
@@ -134,11 +134,9 @@ async def txn_offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]
         offsets)
     error = ctx.broker.groups.validate_txn_offset_commit(commit)
     if error is None:
-        ctx.broker.pending_txn_offsets.add(request.producer_id, request.producer_epoch,
-                                           request.group_id, offsets)
-        code = ErrorCode.none
-    else:
-        code = _for_version(ctx, ApiKey.TXN_OFFSET_COMMIT, error)
+        error = await write_txn_offsets(ctx.broker, request.producer_id,
+                                        request.producer_epoch, request.group_id, offsets)
+    code = _for_version(ctx, ApiKey.TXN_OFFSET_COMMIT, error)
     return {"throttle_time": 0, "topics": [
         {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                          "error_code": code} for p in t.partitions]}
