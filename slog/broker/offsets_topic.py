@@ -69,6 +69,10 @@ class OffsetsTopicLog:
                              f"no longer the {self._topic} partition's leader")
         return found
 
+    def leader_epoch(self, partition: int) -> int:
+        """Our leader epoch of the partition (the transaction coordinator's epoch)."""
+        return self._leader(partition).leader_epoch
+
     def _min_isr(self) -> int:
         if not self._use_min_isr:
             return 1

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("slog.transactions")
 
 WRITE_TXN_MARKERS_VERSION = 1
-COORDINATOR_EPOCH = 0  # slog's coordinators do not fence each other's markers by epoch
 _DONE = (ErrorCode.none, ErrorCode.unknown_topic_or_partition)  # written, or topic gone
 
 
@@ -80,6 +79,8 @@ async def write_marker(broker: Broker, topic: str, index: int, producer_id: int,
         known = broker.image.partition(topic, index) is not None
         return ErrorCode.not_leader_or_follower if known else \
             ErrorCode.unknown_topic_or_partition
+    if partition.transactions.fences(producer_id, coordinator_epoch):
+        return ErrorCode.transaction_coordinator_fenced  # a deposed coordinator's marker
     marker = build_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                           int(time.time() * 1000))
     min_isr = int(broker.replicas.topic_setting(topic, "min.insync.replicas"))
@@ -187,7 +188,8 @@ class LeaderMarkers:
         return channel
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            partitions: set[TopicPartition]) -> set[TopicPartition]:
+                            coordinator_epoch: int, partitions: set[TopicPartition]
+                            ) -> set[TopicPartition]:
         by_leader: dict[int, list[TopicPartition]] = {}
         for topic, index in partitions:
             state = self._broker.image.partition(topic, index)
@@ -195,16 +197,18 @@ class LeaderMarkers:
                 continue  # deleted: nothing to mark
             by_leader.setdefault(state.leader, []).append((topic, index))
         results = await asyncio.gather(*(
-            self._to_leader(leader, items, producer_id, producer_epoch, commit)
+            self._to_leader(leader, items, producer_id, producer_epoch, commit,
+                            coordinator_epoch)
             for leader, items in by_leader.items()))
         return {tp for remaining in results for tp in remaining}
 
     async def _to_leader(self, leader: int, items: list[TopicPartition], producer_id: int,
-                         producer_epoch: int, commit: bool) -> set[TopicPartition]:
+                         producer_epoch: int, commit: bool, coordinator_epoch: int
+                         ) -> set[TopicPartition]:
         if leader == self._broker.broker_id:
             codes = await asyncio.gather(*(
                 write_marker(self._broker, topic, index, producer_id, producer_epoch, commit,
-                             COORDINATOR_EPOCH) for topic, index in items))
+                             coordinator_epoch) for topic, index in items))
             return {tp for tp, code in zip(items, codes, strict=True) if code not in _DONE}
         channel = self._channel(leader)
         if channel is None:
@@ -214,7 +218,7 @@ class LeaderMarkers:
             by_topic.setdefault(topic, []).append(index)
         body = {"markers": [{
             "producer_id": producer_id, "producer_epoch": producer_epoch,
-            "transaction_result": commit, "coordinator_epoch": COORDINATOR_EPOCH,
+            "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
             "topics": [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]}]}
         try:
             response = await channel.request(ApiKey.WRITE_TXN_MARKERS,

@@ -43,9 +43,14 @@ def build_marker(producer_id: int, producer_epoch: int, committed: bool,
     return builder.build()
 
 
-def marker_commits(buf: bytes | memoryview, pos: int) -> bool | None:
-    """The control batch at ``pos``: True for COMMIT, False for ABORT, None when its
-    first record is no transaction marker (control batches are never compressed)."""
+class Marker(NamedTuple):
+    committed: bool
+    coordinator_epoch: int  # -1 when the value does not say
+
+
+def read_marker(buf: bytes | memoryview, pos: int) -> Marker | None:
+    """The EndTransactionMarker of the control batch at ``pos``; None when its first
+    record is no transaction marker (control batches are never compressed)."""
     at = pos + HEADER_SIZE
     try:
         _, at = decode_varint(buf, at)  # record length
@@ -56,20 +61,33 @@ def marker_commits(buf: bytes | memoryview, pos: int) -> bool | None:
         if key_length < _CONTROL_KEY.size or at + _CONTROL_KEY.size > len(buf):
             return None
         _, kind = _CONTROL_KEY.unpack_from(buf, at)
+        if kind not in (ABORT_MARKER, COMMIT_MARKER):
+            return None
+        value_length, at = decode_varint(buf, at + key_length)
+        epoch = -1
+        if value_length >= _MARKER_VALUE.size and at + _MARKER_VALUE.size <= len(buf):
+            _, epoch = _MARKER_VALUE.unpack_from(buf, at)
     except (CorruptRecordError, struct.error):
         return None
-    if kind == COMMIT_MARKER:
-        return True
-    return False if kind == ABORT_MARKER else None
+    return Marker(kind == COMMIT_MARKER, epoch)
+
+
+def marker_commits(buf: bytes | memoryview, pos: int) -> bool | None:
+    """True for a COMMIT marker at ``pos``, False for ABORT, None for neither."""
+    marker = read_marker(buf, pos)
+    return None if marker is None else marker.committed
 
 
 class PartitionTransactions:
     def __init__(self) -> None:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
         self.aborted: list[AbortedTransaction] = []  # in marker (last offset) order
+        # The latest coordinator epoch that wrote a marker for each producer: markers
+        # of a deposed coordinator (a lower epoch) are refused.
+        self.coordinator_epochs: dict[int, int] = {}
 
-    def track(self, header: BatchHeader, base_offset: int, committed: bool | None) -> None:
-        """A batch stored at ``base_offset``; ``committed``: a marker's kind, else None."""
+    def track(self, header: BatchHeader, base_offset: int, marker: Marker | None) -> None:
+        """A batch stored at ``base_offset``; ``marker``: a control batch's marker."""
         if not header.is_transactional:
             return
         producer_id = header.producer_id
@@ -77,8 +95,18 @@ class PartitionTransactions:
             self.ongoing.setdefault(producer_id, base_offset)
             return
         first = self.ongoing.pop(producer_id, None)
-        if committed is False and first is not None:
+        if marker is None:
+            return
+        if marker.coordinator_epoch >= 0:
+            self.coordinator_epochs[producer_id] = max(
+                marker.coordinator_epoch, self.coordinator_epochs.get(producer_id, -1))
+        if not marker.committed and first is not None:
             self.aborted.append(AbortedTransaction(producer_id, first, base_offset))
+
+    def fences(self, producer_id: int, coordinator_epoch: int) -> bool:
+        """A marker from an older coordinator than one that already wrote for the
+        producer (-1: an admin's abort, never fenced)."""
+        return 0 <= coordinator_epoch < self.coordinator_epochs.get(producer_id, -1)
 
     def first_unstable_offset(self) -> int | None:
         return min(self.ongoing.values(), default=None)
@@ -128,6 +156,7 @@ class PartitionTransactions:
     def clear(self) -> None:
         self.ongoing.clear()
         self.aborted.clear()
+        self.coordinator_epochs.clear()
 
 
 class AbortedBatches:

@@ -35,7 +35,7 @@ from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
-from slog.core.transaction_index import PartitionTransactions, marker_commits
+from slog.core.transaction_index import PartitionTransactions, read_marker
 from slog.replication.log_sync import LogSyncer
 
 
@@ -558,9 +558,10 @@ class Partition:
     def _track_transaction(self, header: batch.BatchHeader, base_offset: int,
                            buf: bytes | memoryview, position: int) -> None:
         if header.is_transactional:
-            committed = marker_commits(buf, position) if header.is_control else None
-            self.transactions.track(header, base_offset, committed)
-            if committed is False:  # retention or DeleteRecords may have passed old ones
+            marker = read_marker(buf, position) if header.is_control else None
+            self.transactions.track(header, base_offset, marker)
+            if marker is not None and not marker.committed:
+                # retention or DeleteRecords may have passed old aborted transactions
                 self.transactions.forget_below(self.log.log_start_offset)
 
     # -- recovery ------------------------------------------------------------------------

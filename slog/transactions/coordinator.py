@@ -54,6 +54,7 @@ class TransactionLog(Protocol):
     def partition_count(self) -> int | None: ...
     def is_leader(self, partition: int) -> bool: ...
     def becoming_leader(self, partition: int) -> bool: ...
+    def leader_epoch(self, partition: int) -> int: ...
     def append(self, partition: int, batch: bytes) -> int: ...
     async def wait_committed(self, partition: int, offset: int) -> None: ...
     def read(self, partition: int, offset: int) -> tuple[bytes, int]: ...
@@ -61,8 +62,11 @@ class TransactionLog(Protocol):
 
 class MarkerWriter(Protocol):
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            partitions: set[TopicPartition]) -> set[TopicPartition]:
-        """Have each partition's leader append the marker; returns those still to do."""
+                            coordinator_epoch: int, partitions: set[TopicPartition]
+                            ) -> set[TopicPartition]:
+        """Have each partition's leader append the marker; returns those still to do.
+        ``coordinator_epoch``: the leader epoch of the id's state partition, so leaders
+        refuse the markers of a deposed coordinator."""
 
 
 @dataclass(frozen=True)
@@ -292,11 +296,12 @@ class TransactionCoordinator:
         commit = meta.state is TransactionState.PREPARE_COMMIT
         remaining = set(meta.partitions)
         try:
+            epoch = self.log.leader_epoch(self.partition_of(transactional_id))
             while remaining:
                 if self.transactions.get(transactional_id) is not meta:
                     return  # unloaded: the next coordinator finishes it
                 remaining = await self.markers.write_markers(
-                    meta.producer_id, meta.producer_epoch, commit, remaining)
+                    meta.producer_id, meta.producer_epoch, commit, epoch, remaining)
                 if remaining:
                     await asyncio.sleep(MARKER_RETRY_S)
             if self.transactions.get(transactional_id) is meta:

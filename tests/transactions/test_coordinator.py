@@ -24,9 +24,12 @@ class RecordingMarkers:
     def __init__(self, refusals: int = 0):
         self.written: list[tuple[int, int, bool, frozenset[TopicPartition]]] = []
         self.refusals = refusals
+        self.coordinator_epochs: list[int] = []
 
     async def write_markers(self, producer_id: int, producer_epoch: int, commit: bool,
-                            partitions: set[TopicPartition]) -> set[TopicPartition]:
+                            coordinator_epoch: int, partitions: set[TopicPartition]
+                            ) -> set[TopicPartition]:
+        self.coordinator_epochs.append(coordinator_epoch)
         if self.refusals:
             self.refusals -= 1
             return set(partitions)
@@ -218,6 +221,7 @@ def test_a_new_coordinator_loads_the_state_and_finishes_prepared_transactions(
         first.shutdown()
 
     markers = RecordingMarkers()
+    log.epoch = 1  # the new leader's epoch: the markers carry it
     second = TransactionCoordinator(TxnConfig(partitions=1), log, markers, lambda: 999, clock)
 
     async def after_failover() -> None:
@@ -228,6 +232,7 @@ def test_a_new_coordinator_loads_the_state_and_finishes_prepared_transactions(
         await _loaded(second)
         await _settled(second)
         assert markers.written == [(100, 0, True, frozenset({("t", 0)}))]
+        assert markers.coordinator_epochs == [1]
         assert second.transactions["tx"].state is S.COMPLETE_COMMIT
         assert second.transactions["idle"].state is S.EMPTY
         second.shutdown()

@@ -16,9 +16,11 @@ from slog.core.records import BatchBuilder, build_batch, decode_records, iter_de
 from slog.core.transaction_index import (
     AbortedBatches,
     AbortedTransaction,
+    Marker,
     PartitionTransactions,
     build_marker,
     marker_commits,
+    read_marker,
 )
 from slog.replication.partition import Partition, ReplicaError
 
@@ -56,6 +58,7 @@ def test_markers_are_control_batches_kafka_reads(committed: bool) -> None:
     assert records[0].key == bytes([0, 0, 0, int(committed)])
     assert records[0].value == bytes([0, 0, 0, 0, 0, 3])
     assert marker_commits(marker, 0) is committed
+    assert read_marker(marker, 0) == Marker(committed, 3)
 
 
 def test_a_control_batch_that_is_no_marker_is_not_read_as_one() -> None:
@@ -118,7 +121,8 @@ def test_index_ignores_non_transactional_batches_and_forgets_below_the_log_start
     txns.track(plain, 0, None)
     assert txns.first_unstable_offset() is None
     txns.track(parse_header(_txn_batch(1, 0, 0, b"v")), 1, None)
-    txns.track(parse_header(build_marker(1, 0, False, 0, 1)), 2, False)
+    txns.track(parse_header(build_marker(1, 0, False, 0, 1)), 2, Marker(False, 4))
+    assert txns.fences(1, 3) and not txns.fences(1, 4) and not txns.fences(1, -1)
     txns.forget_below(2)
     assert txns.aborted == [AbortedTransaction(1, 1, 2)]
     txns.forget_below(3)
@@ -160,4 +164,16 @@ def test_compaction_drops_aborted_records_and_keeps_markers(tmp_path: Path) -> N
     replayed = Partition("c", 0, PartitionLog.open(directory, config), broker_id=1)
     assert replayed.transactions.ongoing == {11: open_at}
     assert replayed.transactions.aborted == []  # nothing of it is left to filter
+    replayed.log.close()
+
+
+def test_the_coordinator_epoch_of_markers_survives_recovery(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    partition = _leader(directory)
+    _append(partition, _txn_batch(10, 0, 0, b"x"))
+    _append(partition, build_marker(10, 0, True, coordinator_epoch=4, timestamp=1))
+    assert partition.transactions.fences(10, 3)  # a deposed coordinator's marker
+    partition.log.close()
+    replayed = Partition("t", 0, PartitionLog.open(directory, CONFIG), broker_id=1)
+    assert replayed.transactions.fences(10, 3) and not replayed.transactions.fences(10, 4)
     replayed.log.close()
