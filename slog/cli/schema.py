@@ -154,7 +154,9 @@ SCHEMAS: dict[str, Shape] = {
                                 "elapsed_s": "seconds taken",
                                 "records_per_s": "records sent (acknowledged or not) per second",
                                 "error": "the most frequent delivery error, or null",
-                                "partitioner": "the key hash used: murmur3, murmur2 or crc32"},
+                                "partitioner": "the key hash used: murmur3, murmur2 or crc32",
+                                "transactions": "--transactional-id: transactions committed"},
+                     optional=frozenset({"transactions"}),
                      note="Printed once, after the last record, instead of the summary "
                           "line on stderr."),
     "consume": Shape("stream", {"topic": _TOPIC, "partition": _PARTITION,

@@ -70,3 +70,23 @@ def test_find_and_abort_a_hanging_transaction(txn_broker: BrokerProcess) -> None
     [stable] = _json(bootstrap, "topic", "describe", "tx-cli")
     assert stable["last_stable_offset"] == stable["high_watermark"] == 5
     del hanging  # open until the admin aborted its transaction
+
+
+def test_produce_in_transactions(txn_broker: BrokerProcess) -> None:
+    bootstrap = txn_broker.bootstrap
+    _create(bootstrap, "tx-cli-produce", 1)
+    lines = "".join(f"r{i}\n" for i in range(7))
+    done = run_cli("produce", "tx-cli-produce", "--transactional-id", "tx-cli-loader",
+                   "--transaction-size", "3", "-b", bootstrap, "--output", "json",
+                   input_text=lines)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert SCHEMAS["produce"].check(summary) == []
+    assert (summary["records"], summary["transactions"]) == (7, 3)  # 3 + 3 + 1
+    assert _consume(bootstrap, "tx-cli-produce", "read_committed") == \
+        sorted(f"r{i}" for i in range(7))
+    [described] = _json(bootstrap, "transactions", "describe", "tx-cli-loader")
+    assert described["state"] == "CompleteCommit"
+    usage = run_cli("produce", "tx-cli-produce", "--transactional-id", "x", "--acks", "1",
+                    "-b", bootstrap, input_text="a\n")
+    assert usage.returncode != 0 and "--acks all" in usage.stderr
