@@ -104,6 +104,8 @@ async def write_txn_offsets(broker: Broker, producer_id: int, producer_epoch: in
     """TxnOffsetCommit: the offsets go to the group's ``__consumer_offsets`` partition as
     a transactional batch (as Kafka writes them), so a new group coordinator restores
     them as pending; they are also held here until the marker."""
+    if not offsets:
+        return ErrorCode.none
     manager = broker.groups.manager
     builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
                            is_transactional=True)

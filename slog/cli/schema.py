@@ -271,7 +271,8 @@ SCHEMAS["transactions list"] = Shape("list", {
 SCHEMAS["transactions describe"] = Shape("list", {
     "transactional_id": "transactional id", "coordinator": "coordinator broker id",
     "state": _TXN_STATE, "producer_id": "producer id", "producer_epoch": "producer epoch",
-    "timeout_ms": "transaction.timeout.ms", "start_ms": "when the open transaction began, or -1",
+    "timeout_ms": "transaction.timeout.ms",
+    "start_ms": "when the open transaction began (epoch ms), or 0",
     "partitions": "list of TOPIC-PARTITION in the transaction"})
 SCHEMAS["transactions describe-producers"] = Shape("list", {
     "topic": _TOPIC, "partition": _PARTITION, "producer_id": "producer id",

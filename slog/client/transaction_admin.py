@@ -44,7 +44,7 @@ class TransactionDescription:
     producer_id: int
     producer_epoch: int
     timeout_ms: int
-    start_ms: int  # -1: no transaction open
+    start_ms: int  # 0: no transaction open
     partitions: tuple[TopicPartition, ...]
 
 

@@ -646,6 +646,9 @@ class GroupCoordinator:
         error = self._validate_group_status(request.group_id, allow_empty=True)
         if error is not None:
             return error
+        limit = self.config.offset_metadata_max_bytes
+        if any(len(v.metadata.encode()) > limit for v in request.offsets.values()):
+            return ErrorCode.offset_metadata_too_large
         group = self.manager.get(request.group_id)
         if group is None:  # a standalone group is made when the offsets are stored
             return ErrorCode.illegal_generation if request.generation_id >= 0 else None

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -321,27 +320,20 @@ class TransactionCoordinator:
         return meta
 
     def list_transactions(self, states: Collection[str], producer_ids: Collection[int],
-                          min_duration_ms: int, pattern: str | None
-                          ) -> list[TransactionMetadata]:
+                          min_duration_ms: int) -> list[TransactionMetadata]:
         """The ids this broker coordinates that pass every filter given (Kafka's
         ListTransactions: states by their names, open longer than ``min_duration_ms``
-        when it is not negative, ids matching ``pattern`` whole); raises
-        COORDINATOR_LOAD_IN_PROGRESS while a partition loads, INVALID_REGULAR_EXPRESSION."""
+        when it is not negative); raises COORDINATOR_LOAD_IN_PROGRESS while a partition
+        loads."""
         if self.loading:
             raise TransactionError(ErrorCode.coordinator_load_in_progress,
                                    f"{len(self.loading)} partitions are loading")
-        try:
-            matcher = re.compile(pattern) if pattern else None
-        except re.error as exc:
-            raise TransactionError(ErrorCode.invalid_regular_expression,
-                                   f"{pattern!r}: {exc}") from None
         now = self._wall_ms()
-        return [meta for txn_id, meta in sorted(self.transactions.items())
+        return [meta for _, meta in sorted(self.transactions.items())
                 if (not states or meta.state.kafka_name in states)
                 and (not producer_ids or meta.producer_id in producer_ids)
                 and (min_duration_ms < 0 or (meta.start_ms >= 0 and not meta.state.is_complete
-                                             and now - meta.start_ms > min_duration_ms))
-                and (matcher is None or matcher.fullmatch(txn_id) is not None)]
+                                             and now - meta.start_ms > min_duration_ms))]
 
     # -- timeouts -----------------------------------------------------------------------
     async def abort_timed_out(self) -> int:
