@@ -44,5 +44,10 @@ class PendingTxnOffsets:
         for producer_id in list(self._pending):
             self.take(producer_id, placed_here)
 
+    def partitions_of(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with an offset waiting for its transaction's marker."""
+        return {tp for groups in self._pending.values()
+                for tp in groups.get(group_id, {})}
+
     def pending_groups(self, producer_id: int) -> list[str]:
         return sorted(self._pending.get(producer_id, {}))

@@ -276,7 +276,8 @@ def _unknown_ids(topics: Any) -> list[dict[str, Any]]:
         for t in topics]
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
+                 require_stable: bool = False) -> dict[str, Any]:
     # v9's member id and epoch only concern consumer groups: a classic group's
     # offsets are fetched as before (Kafka ignores them too).
     named = None if topics is None else [(t, _topic_name(ctx, t)) for t in topics]
@@ -294,15 +295,31 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
         # Kafka does; named topics were checked before the handler ran).
         offsets = {tp: offset for tp, offset in offsets.items()
                    if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
-    return {"topics": _fetched_topics(ctx, offsets) + unknown, "error_code": NONE}
+    answered = _fetched_topics(ctx, offsets)
+    if require_stable:
+        _mark_unstable(ctx, group_id, answered)
+    return {"topics": answered + unknown, "error_code": NONE}
+
+
+def _mark_unstable(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]]) -> None:
+    """KIP-447 (v7+ with require_stable): a partition whose offset a transaction has
+    committed but whose marker has not arrived yet is UNSTABLE_OFFSET_COMMIT; the
+    client asks again."""
+    pending = ctx.broker.pending_txn_offsets.partitions_of(group_id)
+    for topic in topics if pending else ():
+        for entry in topic["partitions"]:
+            if (topic["name"], entry["partition_index"]) in pending:
+                entry.update(error_code=ErrorCode.unstable_offset_commit,
+                             committed_offset=NO_OFFSET)
 
 
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    stable = getattr(request, "require_stable", False)
     if ctx.version >= 8:
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics)}
+            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics, stable)}
             for g in request.groups]}
-    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics)}
+    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics, stable)}
 
 
 async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
