@@ -23,8 +23,9 @@ from slog.protocol.errors import ErrorCode
 TOPIC_DENIED = ErrorCode.topic_authorization_failed.value
 GROUP_DENIED = ErrorCode.group_authorization_failed.value
 CLUSTER_DENIED = ErrorCode.cluster_authorization_failed.value
+TXN_ID_DENIED = ErrorCode.transactional_id_authorization_failed.value
 _CONFIG_TOPIC, _CONFIG_BROKER = 2, 4
-_GROUP_KEY = 0
+_GROUP_KEY, _TRANSACTION_KEY = 0, 1
 
 Allowed = Callable[[Operation, ResourceType, str], bool]
 
@@ -91,12 +92,21 @@ def _offset_fetch(request: Any) -> Iterator[Check]:
         yield from _topics(Operation.DESCRIBE, group.topics)
 
 
+def _txn_id(op: Operation, transactional_id: str | None) -> Iterator[Check]:
+    if transactional_id is not None:
+        yield Check(op, ResourceType.TRANSACTIONAL_ID, transactional_id, TXN_ID_DENIED)
+
+
 def _find_coordinator(request: Any) -> Iterator[Check]:
-    if getattr(request, "key_type", _GROUP_KEY) != _GROUP_KEY:  # v0 has groups only
+    key_type = getattr(request, "key_type", _GROUP_KEY)  # v0 has groups only
+    if key_type not in (_GROUP_KEY, _TRANSACTION_KEY):
         return
     keys = getattr(request, "coordinator_keys", None)
     for key in keys if keys is not None else [request.key]:
-        yield _group(Operation.DESCRIBE, key)
+        if key_type == _GROUP_KEY:
+            yield _group(Operation.DESCRIBE, key)
+        else:
+            yield from _txn_id(Operation.DESCRIBE, key)
 
 
 def _configs(op: Operation, request: Any) -> Iterator[Check]:
@@ -126,7 +136,23 @@ def _group_then_topics(group_op: Operation, topic_op: Operation, request: Any
 def _checks(api_key: int, request: Any) -> Iterator[Check]:
     op = Operation
     if api_key == ApiKey.PRODUCE:
+        yield from _txn_id(op.WRITE, getattr(request, "transactional_id", None))
         yield from _topics(op.WRITE, request.topic_data)
+    elif api_key == ApiKey.ADD_PARTITIONS_TO_TXN:
+        yield from _txn_id(op.WRITE, request.v3_and_below_transactional_id)
+        yield from _topics(op.WRITE, request.v3_and_below_topics)
+    elif api_key == ApiKey.ADD_OFFSETS_TO_TXN:
+        yield from _txn_id(op.WRITE, request.transactional_id)
+        yield _group(op.READ, request.group_id)
+    elif api_key == ApiKey.END_TXN:
+        yield from _txn_id(op.WRITE, request.transactional_id)
+    elif api_key == ApiKey.TXN_OFFSET_COMMIT:
+        yield from _txn_id(op.WRITE, request.transactional_id)
+        yield from _group_then_topics(op.READ, op.READ, request)
+    elif api_key == ApiKey.WRITE_TXN_MARKERS:
+        yield _cluster(op.CLUSTER_ACTION)
+    elif api_key == ApiKey.DESCRIBE_PRODUCERS:
+        yield from _topics(op.READ, request.topics)
     elif api_key == ApiKey.FETCH:
         yield from _replica_or(op.READ, request)
     elif api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
@@ -183,9 +209,15 @@ def denial(api_key: int, request: Any, allowed: Allowed,
     """The error code for the first failed check of ``request``, or None if all pass.
 
     ``topic_name`` gives the name of a topic id (requests that name topics by id)."""
+    transactional_id = getattr(request, "transactional_id", None)
+    if api_key == ApiKey.INIT_PRODUCER_ID and transactional_id is not None:
+        # A transactional producer needs WRITE on its transactional id.
+        if allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return None
+        return TXN_ID_DENIED
     if api_key == ApiKey.INIT_PRODUCER_ID:
         # KIP-679: idempotent producers need IDEMPOTENT_WRITE on the cluster or
-        # WRITE on some topic; transactions are not implemented by slog.
+        # WRITE on some topic.
         if allowed(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) \
                 or any_topic_writable():
             return None

@@ -27,6 +27,7 @@ from slog.broker.offsets_topic import build_consumer_group_coordinator, build_gr
 from slog.broker.quotas import ClientQuotas
 from slog.broker.security import Security
 from slog.broker.topic_creator import TopicCreator
+from slog.broker.transaction_state import build_transaction_coordinator
 from slog.core.cleaner import LogCleaner
 from slog.core.config import BrokerConfig
 from slog.core.controller_lease import LeaseBusyError
@@ -45,6 +46,7 @@ from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
+from slog.core.transaction_index import AbortedBatches
 from slog.groups.consumer_coordinator import ConsumerGroupCoordinator
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
@@ -55,6 +57,8 @@ from slog.replication.log_sync import SYNC_STATS
 from slog.replication.partition import Partition
 from slog.replication.replica_manager import ReplicaManager
 from slog.replication.throttle import ReplicationThrottle
+from slog.transactions.coordinator import TransactionCoordinator
+from slog.transactions.offsets import PendingTxnOffsets
 
 log = logging.getLogger("slog.broker")
 
@@ -139,6 +143,8 @@ class Broker:
         self.groups: GroupCoordinator = build_group_coordinator(self)
         self.consumer_groups: ConsumerGroupCoordinator = build_consumer_group_coordinator(
             self, self.groups.manager)  # KIP-848 groups beside the classic ones
+        self.transactions: TransactionCoordinator = build_transaction_coordinator(self)
+        self.pending_txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit, until the marker
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:
@@ -426,15 +432,19 @@ class Broker:
         """The cleaner's run, given only the compacted logs (once per its backoff)."""
         compacted = {key: plog for key, plog in self.log_manager.all_logs().items()
                      if plog.config.compact_enabled}
-        hws = {key: p.high_watermark for key in compacted
-               if (p := self.replicas.partitions.get(key)) is not None}
-        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, hws)
+        partitions = {key: p for key in compacted
+                      if (p := self.replicas.partitions.get(key)) is not None}
+        # Up to the last stable offset: an open transaction may still abort.
+        stable = {key: p.last_stable_offset for key, p in partitions.items()}
+        aborted = {key: AbortedBatches(p.transactions.aborted)
+                   for key, p in partitions.items() if p.transactions.aborted}
+        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, stable, aborted)
 
     def start_background_tasks(self) -> None:
         self.wakeups.start()
         loops = [self._controller_loop(), self._metadata_loop(), self._log_maintenance_loop(),
                  self.replicas.maintain_isr(self.alter_isr), self.groups.run(),
-                 self.consumer_groups.run()]
+                 self.consumer_groups.run(), self.transactions.run_timeouts()]
         for coroutine in loops:
             task = asyncio.create_task(coroutine)
             task.add_done_callback(_report_crash)
@@ -465,6 +475,7 @@ class Broker:
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self.transactions.shutdown()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._logs_loaded:
             await self.replicas.shutdown()  # flushes and writes the clean-shutdown marker

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from slog.core import batch
@@ -37,37 +38,54 @@ LOAD_CHUNK_BYTES = 1024 * 1024
 
 
 class OffsetsTopicLog:
-    """:class:`slog.groups.manager.OffsetsLog` over this broker's replicas."""
+    """:class:`slog.groups.manager.OffsetsLog` over this broker's replicas of
+    ``topic``: ``__consumer_offsets``, or ``__transaction_state`` for the transaction
+    coordinator (which also honours the topic's ``min.insync.replicas``)."""
 
-    def __init__(self, broker: Broker):
+    def __init__(self, broker: Broker, topic: str = OFFSETS_TOPIC,
+                 use_min_isr: bool = False):
         self._broker = broker
+        self._topic = topic
+        self._use_min_isr = use_min_isr
         self._commit_timeout_s = broker.config.get_int("offsets.commit.timeout.ms") / 1000
 
     def partition_count(self) -> int | None:
-        topic = self._broker.image.topics.get(OFFSETS_TOPIC)
+        topic = self._broker.image.topics.get(self._topic)
         return len(topic.partitions) if topic is not None and topic.partitions else None
 
     def is_leader(self, partition: int) -> bool:
-        found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+        found = self._broker.replicas.get(self._topic, partition)
         return found is not None and found.is_leader
 
     def becoming_leader(self, partition: int) -> bool:
-        state = self._broker.image.partition(OFFSETS_TOPIC, partition)
+        state = self._broker.image.partition(self._topic, partition)
         return state is not None and state.leader == self._broker.broker_id and \
             not self.is_leader(partition)
 
     def _leader(self, partition: int) -> Partition:
-        found = self._broker.replicas.get(OFFSETS_TOPIC, partition)
+        found = self._broker.replicas.get(self._topic, partition)
         if found is None:
-            raise StoreError(ErrorCode.coordinator_not_available, "no such offsets partition")
+            raise StoreError(ErrorCode.coordinator_not_available, f"no such {self._topic} "
+                             "partition")
         if not found.is_leader:
-            raise StoreError(ErrorCode.not_coordinator, "no longer the offsets partition's leader")
+            raise StoreError(ErrorCode.not_coordinator,
+                             f"no longer the {self._topic} partition's leader")
         return found
+
+    def leader_epoch(self, partition: int) -> int:
+        """Our leader epoch of the partition (the transaction coordinator's epoch)."""
+        return self._leader(partition).leader_epoch
+
+    def _min_isr(self) -> int:
+        if not self._use_min_isr:
+            return 1
+        return int(self._broker.replicas.topic_setting(self._topic, "min.insync.replicas"))
 
     def append(self, partition: int, records: bytes) -> int:
         leader = self._leader(partition)
         try:
-            result = leader.append_as_leader(records, required_acks=-1, min_insync_replicas=1)
+            result = leader.append_as_leader(records, required_acks=-1,
+                                             min_insync_replicas=self._min_isr())
         except ReplicaError as exc:
             moved = exc.code is ErrorCode.not_leader_or_follower
             raise StoreError(ErrorCode.not_coordinator if moved
@@ -83,23 +101,30 @@ class OffsetsTopicLog:
 
     async def wait_committed(self, partition: int, offset: int) -> None:
         try:
-            await self._leader(partition).wait_for_commit(offset, self._commit_timeout_s, 1)
+            await self._leader(partition).wait_for_commit(offset, self._commit_timeout_s,
+                                                          self._min_isr())
         except ReplicaError as exc:
             if exc.code is ErrorCode.not_leader_or_follower:
                 raise StoreError(ErrorCode.not_coordinator, str(exc)) from exc
             raise StoreError(ErrorCode.coordinator_not_available,
-                             "the offsets partition did not replicate in time") from exc
+                             f"the {self._topic} partition did not replicate in time") from exc
 
     def read(self, partition: int, offset: int) -> tuple[bytes, int]:
         leader = self._leader(partition)
         offset = max(offset, leader.log.log_start_offset)
-        try:
-            # Up to the log end, as Kafka loads: a new leader's high watermark may
-            # still lag the records the old leader had already acknowledged.
-            found = leader.read(offset, LOAD_CHUNK_BYTES, committed_only=False)
-        except OffsetOutOfRangeError:
-            return b"", offset
-        return found.tobytes(), found.next_offset
+        while True:
+            try:
+                # Up to the log end, as Kafka loads: a new leader's high watermark may
+                # still lag the records the old leader had already acknowledged.
+                found = leader.read(offset, LOAD_CHUNK_BYTES, committed_only=False)
+            except OffsetOutOfRangeError:
+                return b"", offset
+            # Offsets committed in a transaction (TxnOffsetCommit) count once it
+            # committed; open ones are restored as pending (broker.transaction_state).
+            data = leader.transactions.committed_only(found.tobytes())
+            if data or not found.size:  # empty only at the end
+                return data, found.next_offset
+            offset = found.next_offset
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:
@@ -137,16 +162,7 @@ def build_group_coordinator(broker: Broker) -> GroupCoordinator:
                                    config.get_int("offsets.topic.num.partitions"),
                                    lambda: int(time.time() * 1000))
     coordinator = GroupCoordinator(group_config(config), manager)
-
-    def on_role_change(topic: str, partition: int, is_leader: bool) -> None:
-        if topic != OFFSETS_TOPIC:
-            return
-        if is_leader:
-            manager.on_election(partition)
-        else:
-            manager.on_resignation(partition)
-
-    broker.replicas.leadership_listeners.append(on_role_change)
+    follow_leadership(broker, OFFSETS_TOPIC, manager.on_election, manager.on_resignation)
     return coordinator
 
 
@@ -177,3 +193,15 @@ def build_consumer_group_coordinator(broker: Broker, manager: GroupMetadataManag
         return cached[0]
 
     return ConsumerGroupCoordinator(consumer_group_config(broker.config), manager, topics)
+
+
+def follow_leadership(broker: Broker, topic: str, on_election: Callable[[int], None],
+                      on_resignation: Callable[[int], None]) -> None:
+    """Tell a coordinator when this broker gains or loses a partition of its topic."""
+
+    def on_role_change(changed: str, partition: int, is_leader: bool) -> None:
+        if changed == topic:
+            (on_election if is_leader else on_resignation)(partition)
+
+    broker.replicas.leadership_listeners.append(on_role_change)
+

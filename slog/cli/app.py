@@ -98,6 +98,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "user": ("user_cmd", "app", "group"),
     "acl": ("acl_cmd", "app", "group"),
     "quota": ("quota_cmd", "app", "group"),
+    "transactions": ("transactions_cmd", "app", "group"),
     # Aliases: the design card's names, listed in their own help panel.
     "preferred-leader-election": ("elect_cmd", "preferred_leader_election", "command"),
     "describe-group": ("group_cmd", "describe", "command"),

@@ -20,6 +20,16 @@ from slog.cli.common import (
 )
 from slog.cli.output import LongOutputOption, OutputFormat, print_record, until_stdout_closes
 
+
+class IsolationLevel(StrEnum):
+    read_uncommitted = "read_uncommitted"
+    read_committed = "read_committed"
+
+
+IsolationOption = Annotated[IsolationLevel, typer.Option(
+    "--isolation-level", help="read_committed: only committed transactions, up to the "
+    "last stable offset (the end -e waits for).")]
+
 # kcat's tokens; %v is slog's name for the value and %s kcat's.
 _TOKEN = re.compile(r"%[kvsptoThKS%]|\\[nt\\]")
 
@@ -115,6 +125,7 @@ def consume(
     group_protocol: Annotated[GroupProtocol, typer.Option(
         "--group-protocol", help="With --group: classic (JoinGroup/SyncGroup, the members "
         "assign) or consumer (KIP-848: the broker assigns).")] = GroupProtocol.classic,
+    isolation_level: IsolationOption = IsolationLevel.read_uncommitted,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: LongOutputOption = OutputFormat.table,
 ) -> None:
@@ -142,10 +153,11 @@ def consume(
             fail("with --group, --offset is beginning or end (where the group has no offset)",
                  code=EXIT_USAGE)
         _consume_group(topics, group, mode, max_messages, exit_at_end, fmt, bootstrap, output,
-                       group_protocol.value)
+                       group_protocol.value, isolation_level)
         return
     with client_errors(bootstrap):
-        consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli")
+        consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="slog-cli",
+                            isolation_level=isolation_level.value)
         try:
             meta = consumer.cluster.refresh_metadata(topics)
             tps = []
@@ -159,7 +171,8 @@ def consume(
                     if number not in entry.partitions:
                         fail(f"{topic} has no partition {number}", code=EXIT_NOT_FOUND)
                     tps.append(TopicPartition(topic, number))
-            ends = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "latest")))
+            ends = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "latest"),
+                                              isolation_level=_LEVELS[isolation_level]))
             starts = found_offsets(list_offsets(consumer.cluster, dict.fromkeys(tps, "earliest")))
             consumer.assign(tps)
             for tp, position in _start_positions(consumer, tps, mode, value, ends,
@@ -181,6 +194,9 @@ def consume(
         finally:
             sys.stdout.flush()
             consumer.close()
+
+
+_LEVELS = {IsolationLevel.read_uncommitted: 0, IsolationLevel.read_committed: 1}
 
 
 def _print(record: Any, fmt: str, output: OutputFormat) -> None:
@@ -219,7 +235,7 @@ class _Printed:
 
 def _consume_group(topics: list[str], group: str, mode: str, max_messages: int | None,
                    exit_at_end: bool, fmt: str, bootstrap: str, output: OutputFormat,
-                   group_protocol: str) -> None:
+                   group_protocol: str, isolation_level: IsolationLevel) -> None:
     """As a group member: commit what was printed; -e stops once every assigned
     partition is at its end."""
     from slog.client import Consumer, TopicPartition
@@ -230,6 +246,7 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
     with client_errors(bootstrap):
         consumer = Consumer(bootstrap, group_id=group, client_id="slog-cli",
                             enable_auto_commit=False, group_protocol=group_protocol,
+                            isolation_level=isolation_level.value,
                             auto_offset_reset="earliest" if mode == "beginning" else "latest")
         printed.consumer = consumer
         try:
@@ -257,7 +274,8 @@ def _consume_group(topics: list[str], group: str, mode: str, max_messages: int |
                     if exit_at_end and assigned:
                         if set(ends) != assigned:
                             ends = found_offsets(list_offsets(
-                                consumer.cluster, dict.fromkeys(assigned, "latest")))
+                                consumer.cluster, dict.fromkeys(assigned, "latest"),
+                                isolation_level=_LEVELS[isolation_level]))
                         if all(printed.next.get(tp, consumer.position(tp)) >= ends[tp]
                                for tp in assigned):
                             break

@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, BinaryIO, Protocol
+from typing import Annotated, Any, BinaryIO, Protocol
 
 import typer
 
@@ -99,6 +99,40 @@ class _CountingReader:
     read = read1
 
 
+class _Transactions:
+    """--transactional-id: the records in transactions of --transaction-size records
+    (0: the whole input in one), each committed when full and the last at the end."""
+
+    def __init__(self, producer: Any, size: int):
+        self._producer = producer
+        self._size = size
+        self._open = False
+        self._records = 0
+        self.committed = 0
+        producer.init_transactions()
+
+    def send(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._open:
+            self._producer.begin_transaction()
+            self._open = True
+        future = self._producer.send(*args, **kwargs)
+        self._records += 1
+        if self._size and self._records >= self._size:
+            self.commit()
+        return future
+
+    def commit(self) -> None:
+        if self._open:
+            self._producer.commit_transaction()
+            self._open, self._records = False, 0
+            self.committed += 1
+
+    def abort(self) -> None:
+        if self._open:
+            self._producer.abort_transaction()
+            self._open = False
+
+
 def produce(
     topic: TopicArgument,
     file: Annotated[Path | None, typer.Option(
@@ -117,6 +151,12 @@ def produce(
     partitioner: Annotated[PartitionerChoice, typer.Option(
         help="Key hash: murmur3 (slog), murmur2 (Java, kafka-python) or crc32 "
              "(librdkafka's consistent).")] = PartitionerChoice.murmur3,
+    transactional_id: Annotated[str | None, typer.Option(
+        "--transactional-id", help="Produce in transactions of this transactional id "
+        "(read_committed readers see all of each or none).")] = None,
+    transaction_size: Annotated[int, typer.Option(
+        "--transaction-size", min=0, help="Records per transaction with --transactional-id "
+        "(0: the whole input is one).")] = 0,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
@@ -130,6 +170,7 @@ def produce(
       slog produce orders -f orders.txt -K, --acks all
       slog produce orders -f orders.txt -o json
       slog produce orders -K: --partitioner murmur2   # keys land where Java's would
+      slog produce orders -f orders.txt --transactional-id loader --transaction-size 1000
     """
     from slog.client import Producer
     from slog.core.compression import codec_from_name
@@ -142,6 +183,9 @@ def produce(
         fail(str(exc), code=EXIT_USAGE)
     if key_separator == "":
         fail("--key-separator cannot be empty", code=EXIT_USAGE)
+    if transactional_id is not None and acks != "all":
+        fail("--transactional-id needs --acks all (transactions are idempotent)",
+             code=EXIT_USAGE)
     headers = _parse_headers(header or [])
     if file is not None:
         try:
@@ -166,10 +210,13 @@ def produce(
             progress_bar(f"producing {file}", size, output=output, in_bytes=True) as bar:
         producer = Producer(bootstrap, acks=ACKS[acks], compression=compression,
                             linger_ms=linger_ms, partitioner=partitioner.value,
-                            client_id="slog-cli")
-        send = producer.send
+                            client_id="slog-cli", transactional_id=transactional_id)
+        transactions = None if transactional_id is None else \
+            _Transactions(producer, transaction_size)
+        send = producer.send if transactions is None else transactions.send
         source = _CountingReader(handle, bar) if file is not None else handle
         key: bytes | None
+        finished = False
         try:
             for lines in _line_blocks(source):
                 if separator is None:
@@ -189,7 +236,12 @@ def produce(
                     send(topic, value, key, partition=partition, headers=headers,
                          on_delivery=on_delivery)
                     count += 1
+            if transactions is not None:
+                transactions.commit()
+            finished = True
         finally:
+            if transactions is not None and not finished:
+                transactions.abort()  # interrupted: nothing half-visible
             producer.close()
     elapsed = max(time.monotonic() - started, 1e-9)
     failed = sum(errors.values())
@@ -198,7 +250,9 @@ def produce(
         print_data({"topic": topic, "records": count - failed, "errors": failed,
                     "bytes": sent_bytes, "elapsed_s": round(elapsed, 3),
                     "records_per_s": round(count / elapsed, 1), "error": reason,
-                    "partitioner": partitioner.value}, output)
+                    "partitioner": partitioner.value,
+                    **({} if transactions is None
+                       else {"transactions": transactions.committed})}, output)
     else:
         print(f"produced {count - failed} of {count} records ({sent_bytes} bytes) to {topic} "
               f"in {elapsed:.2f}s, {count / elapsed:,.0f} records/s", file=sys.stderr)

@@ -108,6 +108,7 @@ SCHEMAS: dict[str, Shape] = {
         "isr": "in-sync replica ids", "offline_replicas": "replicas on offline brokers",
         "log_start_offset": "first offset",
         "high_watermark": "end of the committed records (exclusive)",
+        "last_stable_offset": "end of what read_committed readers see (exclusive)",
         "log_end_offset": "offset the next record gets"}),
     "topic delete-records": Shape("list", {
         "topic": _TOPIC, "partition": _PARTITION,
@@ -162,7 +163,9 @@ SCHEMAS: dict[str, Shape] = {
                                 "elapsed_s": "seconds taken",
                                 "records_per_s": "records sent (acknowledged or not) per second",
                                 "error": "the most frequent delivery error, or null",
-                                "partitioner": "the key hash used: murmur3, murmur2 or crc32"},
+                                "partitioner": "the key hash used: murmur3, murmur2 or crc32",
+                                "transactions": "--transactional-id: transactions committed"},
+                     optional=frozenset({"transactions"}),
                      note="Printed once, after the last record, instead of the summary "
                           "line on stderr."),
     "consume": Shape("stream", {"topic": _TOPIC, "partition": _PARTITION,
@@ -270,6 +273,24 @@ _QUOTA = {"user": "user name, <default>, or null (not part of the entity)",
           "value": "bytes/s (whole) or percent of one thread"}
 for _verb in ("set", "list", "remove"):
     SCHEMAS[f"quota {_verb}"] = Shape("list", _QUOTA)
+_TXN_STATE = "Kafka's state: Empty, Ongoing, PrepareCommit, ..."
+SCHEMAS["transactions list"] = Shape("list", {
+    "transactional_id": "transactional id", "producer_id": "producer id",
+    "state": _TXN_STATE, "coordinator": "coordinator broker id"})
+SCHEMAS["transactions describe"] = Shape("list", {
+    "transactional_id": "transactional id", "coordinator": "coordinator broker id",
+    "state": _TXN_STATE, "producer_id": "producer id", "producer_epoch": "producer epoch",
+    "timeout_ms": "transaction.timeout.ms",
+    "start_ms": "when the open transaction began (epoch ms), or 0",
+    "partitions": "list of TOPIC-PARTITION in the transaction"})
+SCHEMAS["transactions describe-producers"] = Shape("list", {
+    "topic": _TOPIC, "partition": _PARTITION, "producer_id": "producer id",
+    "producer_epoch": "producer epoch", "last_sequence": "last sequence number, or -1",
+    "last_timestamp": "last batch's max timestamp, or -1",
+    "current_txn_start_offset": "first offset of its open transaction, or -1"})
+SCHEMAS["transactions abort"] = Shape("list", {
+    "topic": _TOPIC, "partition": _PARTITION, "producer_id": "producer id",
+    "producer_epoch": "producer epoch", "status": "aborted"})
 SCHEMAS["chaos run"] = Shape("object", {
     "ok": "no anomaly found", "faults": "faults injected", "acked": "records acknowledged",
     "verified": "records read back", "failed_sends": "sends that failed",

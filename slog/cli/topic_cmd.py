@@ -215,7 +215,8 @@ def describe(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """Per partition: leader, replicas, ISR, log start, high watermark and log end offset.
+    """Per partition: leader, replicas, ISR, log start, high watermark, last stable offset
+    (where read_committed readers stop: before the oldest open transaction) and log end.
 
     Examples:
       slog topic describe orders --under-replicated
@@ -243,12 +244,13 @@ def describe(
         {"topic": t.name, "partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
          "leader_epoch": p.leader_epoch, "replicas": list(p.replicas), "isr": list(p.isr),
          "offline_replicas": list(p.offline_replicas), "log_start_offset": p.log_start_offset,
-         "high_watermark": p.high_watermark, "log_end_offset": p.log_end_offset}
+         "high_watermark": p.high_watermark, "last_stable_offset": p.last_stable_offset,
+         "log_end_offset": p.log_end_offset}
         for t in topics for p in t.partitions
         if keep is None or keep(p, min_isr.get(t.name, 1))
     ]
     emit(rows, ["topic", "partition", "leader", "replicas", "isr", "log_start_offset",
-                "high_watermark", "log_end_offset"], output)
+                "high_watermark", "last_stable_offset", "log_end_offset"], output)
 
 
 @app.command()

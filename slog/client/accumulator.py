@@ -87,10 +87,11 @@ class ProducerBatch:
         return self.topic, self.partition
 
     def seal(self, producer_id: int = -1, producer_epoch: int = -1,
-             base_sequence: int = NO_SEQUENCE) -> bytes:
+             base_sequence: int = NO_SEQUENCE, transactional: bool = False) -> bytes:
         """Build the batch bytes, with idempotence fields when a producer id is given."""
         if producer_id >= 0:
-            self.builder.set_producer_state(producer_id, producer_epoch, base_sequence, False)
+            self.builder.set_producer_state(producer_id, producer_epoch, base_sequence,
+                                            transactional)
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence

@@ -29,7 +29,7 @@ from typing import Any, Literal
 from slog.client.cluster import ClusterClient, client_tls
 from slog.client.delete_records import delete_records
 from slog.client.errors import InvalidArgumentError, KafkaError, raise_for_items
-from slog.client.offsets import OffsetSpec, list_offsets
+from slog.client.offsets import READ_COMMITTED, OffsetSpec, list_offsets
 from slog.client.types import (
     ClusterDescription,
     ConfigEntry,
@@ -236,6 +236,8 @@ class Admin:
         tps = [TopicPartition(t.name, p) for t in good for p in sorted(t.partitions)]
         starts = list_offsets(self._cluster, dict.fromkeys(tps, "earliest")) if tps else {}
         ends = list_offsets(self._cluster, dict.fromkeys(tps, "latest")) if tps else {}
+        stable = list_offsets(self._cluster, dict.fromkeys(tps, "latest"),
+                              isolation_level=READ_COMMITTED) if tps else {}
 
         def offset(result: Any) -> int:
             return result.offset if isinstance(result, OffsetAndTimestamp) else -1
@@ -250,7 +252,7 @@ class Admin:
                     partition=index, leader=p.leader, leader_epoch=p.leader_epoch,
                     replicas=p.replicas, isr=p.isr, offline_replicas=p.offline_replicas,
                     log_start_offset=offset(starts.get(tp)), high_watermark=hw,
-                    log_end_offset=hw))
+                    log_end_offset=hw, last_stable_offset=offset(stable.get(tp))))
             described.append(TopicDescription(t.name, t.topic_id, t.is_internal, parts))
         raise_for_items(failures, described)
         return described

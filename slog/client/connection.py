@@ -79,6 +79,13 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     ApiKey.DESCRIBE_ACLS: 3,
     ApiKey.CREATE_ACLS: 3,
     ApiKey.DELETE_ACLS: 3,
+    # v1 adds the key type (1: a transactional id's coordinator); Kafka 4 has no v0.
+    ApiKey.FIND_COORDINATOR: 3,
+    # Transactions' admin side (KIP-664; slog.client.transaction_admin).
+    ApiKey.LIST_TRANSACTIONS: 1,  # v1: the duration filter
+    ApiKey.DESCRIBE_TRANSACTIONS: 0,
+    ApiKey.DESCRIBE_PRODUCERS: 0,
+    ApiKey.WRITE_TXN_MARKERS: 1,
 }
 
 

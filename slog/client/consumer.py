@@ -30,8 +30,9 @@ The same happens when a fetch position falls outside the log
 
 Kafka defaults, except ``max_poll_records`` (Kafka: 500), which is raised to
 10,000 here because per-poll overhead matters more in Python.
-``isolation_level="read_committed"`` is passed to the broker, but aborted
-transactions are not filtered out (slog has no transactions).
+``isolation_level="read_committed"`` reads up to the last stable offset and
+drops the records of aborted transactions; transaction markers are never
+handed out in either mode.
 """
 
 from __future__ import annotations

@@ -26,7 +26,10 @@ straight into :class:`ConsumerRecord` objects
 wholly before the consumer's position are skipped without decoding, records
 before the position are dropped from a batch that straddles it, a batch cut off
 at the end of a response is left for the next Fetch, every codec is decoded by
-:mod:`slog.core.records`.
+:mod:`slog.core.records`. With ``isolation_level=1`` (read_committed) the broker
+answers up to the last stable offset and names the aborted transactions the
+records overlap; a transactional batch of such a producer, from the aborted
+transaction's first offset up to its ABORT marker, is skipped undecoded.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import logging
 import select
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from slog.client.cluster import ClusterClient
@@ -51,6 +54,7 @@ from slog.core.batch import (
 )
 from slog.core.errors import CorruptRecordError
 from slog.core.records import decode_records_as, iter_valid_batches
+from slog.core.transaction_index import marker_commits
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.fetch_session import FetchSessionHandler
@@ -81,10 +85,11 @@ def complete_batches_end(data: bytes) -> tuple[int | None, int]:
 class CompletedFetch:
     """One partition's data from one Fetch response, decoded a batch at a time."""
 
-    __slots__ = ("_batch_end", "_batches", "_data", "_index", "_records", "exhausted",
-                 "generation", "tp")
+    __slots__ = ("_aborted", "_aborting", "_batch_end", "_batches", "_data", "_index",
+                 "_records", "exhausted", "generation", "tp")
 
-    def __init__(self, tp: TopicPartition, generation: int, data: bytes):
+    def __init__(self, tp: TopicPartition, generation: int, data: bytes,
+                 aborted: Iterable[tuple[int, int]] = ()):
         self.tp = tp
         self.generation = generation
         self._data = data
@@ -93,6 +98,21 @@ class CompletedFetch:
         self._index = 0
         self._batch_end = 0
         self.exhausted = False
+        # (first offset, producer id) of aborted transactions, oldest first, and the
+        # producers whose aborted transaction the batches read so far are inside.
+        self._aborted = deque(sorted((first, pid) for pid, first in aborted))
+        self._aborting: set[int] = set()
+
+    def _in_aborted_transaction(self, pos: int, header: BatchHeader) -> bool:
+        while self._aborted and self._aborted[0][0] <= header.last_offset:
+            self._aborting.add(self._aborted.popleft()[1])
+        if not self._aborting or not header.is_transactional:
+            return False
+        if header.is_control:
+            if marker_commits(self._data, pos) is False:
+                self._aborting.discard(header.producer_id)  # its aborted transaction ends
+            return False
+        return header.producer_id in self._aborting
 
     def take(self, out: list[ConsumerRecord], limit: int, state: PartitionState) -> int:
         """Append up to ``limit`` records at or after the position; advance the position."""
@@ -109,8 +129,11 @@ class CompletedFetch:
                 pos, header = item
                 next_offset = header.base_offset + header.last_offset_delta + 1
                 position = state.position or 0
-                if header.attributes & CONTROL_BIT or next_offset <= position:
-                    # Transaction markers, or records already consumed: not decoded.
+                aborted = (self._aborted or self._aborting) and \
+                    self._in_aborted_transaction(pos, header)
+                if aborted or header.attributes & CONTROL_BIT or next_offset <= position:
+                    # Aborted records, transaction markers, or records already consumed:
+                    # not decoded.
                     state.position = max(position, next_offset)
                     continue
                 # ConsumerRecords straight from the bytes, no intermediate Record.
@@ -297,7 +320,10 @@ class Fetcher:
             return
         self._size_override.pop(tp, None)
         state.fetch_position = next_offset
-        self._completed.append(CompletedFetch(tp, state.generation, data))
+        aborted = getattr(part, "aborted_transactions", None) or ()
+        self._completed.append(CompletedFetch(
+            tp, state.generation, data,
+            [(a.producer_id, a.first_offset) for a in aborted]))
         self._buffered[tp] = self._buffered.get(tp, 0) + 1
 
     def _connection_failed(self, node: int, reason: str, now: float) -> None:

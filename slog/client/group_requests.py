@@ -66,13 +66,14 @@ def send(conn: BrokerConnection, api_key: int, body: dict[str, Any]) -> int:
 
 
 def find_coordinator(cluster: ClusterClient, group_id: str, *, timeout_s: float = 10.0,
-                     backoff_s: float = 0.1) -> BrokerMetadata:
-    """The group's coordinator; retries while the broker says it is not ready yet
-    (the first FindCoordinator of a cluster creates ``__consumer_offsets``)."""
+                     backoff_s: float = 0.1, key_type: int = 0) -> BrokerMetadata:
+    """The group's coordinator (``key_type`` 1: a transactional id's); retries while the
+    broker says it is not ready yet (the first FindCoordinator of a cluster creates
+    ``__consumer_offsets``, or ``__transaction_state``)."""
     deadline = time.monotonic() + timeout_s
     while True:
         response = cluster.request_any(ApiKey.FIND_COORDINATOR, {
-            "key": group_id, "key_type": 0, "coordinator_keys": [group_id]})
+            "key": group_id, "key_type": key_type, "coordinator_keys": [group_id]})
         # v4+ answers in a list of coordinators, one per key.
         found = response.coordinators[0] if hasattr(response, "coordinators") else response
         error = int(found.error_code)

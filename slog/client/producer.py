@@ -24,8 +24,8 @@ all, ``linger_ms=5``, ``retries`` unbounded within ``delivery_timeout_ms``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 from slog.client.accumulator import (
     DeliveryCallback,
@@ -37,7 +37,8 @@ from slog.client.cluster import ClusterClient, client_tls
 from slog.client.errors import InvalidArgumentError, KafkaError, KafkaTimeoutError
 from slog.client.partitioner import DEFAULT_PARTITIONER, StickyPartitioner, key_partitioner
 from slog.client.sender import Sender
-from slog.client.types import ClusterMetadata
+from slog.client.transactions import TransactionManager
+from slog.client.types import ClusterMetadata, TopicPartition
 from slog.core.compression import codec_from_name
 from slog.core.records import Header
 
@@ -90,8 +91,12 @@ class Producer:
         ssl_cafile: str | None = None,
         ssl_certfile: str | None = None,
         ssl_keyfile: str | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ):
         self.acks = _parse_acks(acks)
+        if transactional_id is not None and (enable_idempotence is False or self.acks != -1):
+            raise InvalidArgumentError("a transactional producer is idempotent: acks='all'")
         if enable_idempotence is None:
             enable_idempotence = self.acks == -1 and max_in_flight <= MAX_IDEMPOTENT_IN_FLIGHT
         elif enable_idempotence and self.acks != -1:
@@ -122,8 +127,14 @@ class Producer:
             retries=retries, retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms, request_timeout_ms=request_timeout_ms,
             max_in_flight=max_in_flight, max_request_size=max_request_size,
-            metadata_max_age_ms=metadata_max_age_ms)
+            metadata_max_age_ms=metadata_max_age_ms, transactional_id=transactional_id)
         self._sender.start()
+        self._txn = None if transactional_id is None else TransactionManager(
+            self._cluster, transactional_id, transaction_timeout_ms, self._retry_backoff_s,
+            max_wait_s=self._max_block_s)
+        self._txn_id: tuple[int, int] | None = None  # from init_transactions()
+        self._txn_partitions: set[TopicPartition] | None = None  # None: no transaction open
+        self._txn_futures: list[DeliveryFuture] = []
 
     def _wakeup(self) -> None:
         self._sender.wakeup()
@@ -165,9 +176,84 @@ class Producer:
             if not 0 <= partition < count:
                 raise InvalidArgumentError(f"partition {partition} of {topic!r} does not exist "
                                            f"(it has partitions 0..{count - 1})")
+        if self._txn is not None:
+            self._add_to_transaction(TopicPartition(topic, partition))
         # str keys and values too: the accumulator encodes them on its slow path.
-        return self._accumulator.append(topic, partition, key, value, headers,  # type: ignore[arg-type]
-                                        timestamp_ms, on_delivery)
+        future = self._accumulator.append(topic, partition, key, value, headers,  # type: ignore[arg-type]
+                                          timestamp_ms, on_delivery)
+        if self._txn is not None:
+            self._txn_futures.append(future)
+        return future
+
+    # -- transactions --------------------------------------------------------------------
+    def _transactional(self) -> tuple[TransactionManager, tuple[int, int]]:
+        if self._txn is None:
+            raise InvalidArgumentError("not a transactional producer: give transactional_id")
+        if self._txn_id is None:
+            raise InvalidArgumentError("call init_transactions() first")
+        return self._txn, self._txn_id
+
+    def init_transactions(self) -> None:
+        """Get the producer id and epoch of the transactional id from its coordinator,
+        fencing any older producer with the same id (its open transaction is aborted)."""
+        if self._txn is None:
+            raise InvalidArgumentError("not a transactional producer: give transactional_id")
+        self._txn_id = self._txn.init_producer_id()
+        self._sender.assign_producer_id(*self._txn_id)
+
+    def begin_transaction(self) -> None:
+        self._transactional()
+        if self._txn_partitions is not None:
+            raise InvalidArgumentError("a transaction is already open")
+        self._txn_partitions, self._txn_futures = set(), []
+
+    def _add_to_transaction(self, tp: TopicPartition) -> None:
+        txn, (producer_id, epoch) = self._transactional()
+        if self._txn_partitions is None:
+            raise InvalidArgumentError("send() of a transactional producer needs "
+                                       "begin_transaction() first")
+        if tp not in self._txn_partitions:
+            txn.add_partitions(producer_id, epoch, [tp])
+            self._txn_partitions.add(tp)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, int],
+                                    group_metadata: Any) -> None:
+        """Commit a consumer group's offsets (the next offsets to read) with the
+        transaction; ``group_metadata``: ``Consumer.group_metadata()``."""
+        txn, (producer_id, epoch) = self._transactional()
+        if self._txn_partitions is None:
+            raise InvalidArgumentError("no transaction is open")
+        txn.send_offsets(producer_id, epoch,
+                         {TopicPartition(*tp): o for tp, o in offsets.items()}, group_metadata)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every record of the transaction, then commit it. A record that failed
+        raises its error: abort_transaction() then."""
+        txn, (producer_id, epoch) = self._transactional()
+        if self._txn_partitions is None:
+            raise InvalidArgumentError("no transaction is open")
+        self.flush(timeout)
+        failed = next((e for f in self._txn_futures if (e := f.exception(0)) is not None), None)
+        if failed is not None:
+            raise failed
+        if self._txn_partitions or self._txn_futures:
+            txn.end(producer_id, epoch, commit=True)
+        self._txn_partitions, self._txn_futures = None, []
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the open transaction: its records are never read by read_committed
+        consumers. After a failed record the producer gets a new epoch (KIP-360)."""
+        txn, (producer_id, epoch) = self._transactional()
+        if self._txn_partitions is None:
+            raise InvalidArgumentError("no transaction is open")
+        self.flush(timeout)
+        failed = any(f.exception(0) is not None for f in self._txn_futures)
+        if self._txn_partitions:
+            txn.end(producer_id, epoch, commit=False)
+        self._txn_partitions, self._txn_futures = None, []
+        if failed:  # the sequences are unknown now: start again at a bumped epoch
+            self._txn_id = txn.init_producer_id(producer_id, epoch)
+            self._sender.assign_producer_id(*self._txn_id)
 
     def _partition_count(self, topic: str, refresh: bool = False) -> int:
         """Wait (up to max_block_ms) for the topic's partition count; Kafka auto-creates."""

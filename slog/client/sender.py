@@ -88,6 +88,7 @@ class Sender(threading.Thread):
                  idempotent: bool, retries: int, retry_backoff_ms: int,
                  delivery_timeout_ms: int, request_timeout_ms: int, max_in_flight: int,
                  max_request_size: int, metadata_max_age_ms: int = 300_000,
+                 transactional_id: str | None = None,
                  name: str = "slog-producer-sender"):
         super().__init__(name=name, daemon=True)
         self._cluster = cluster
@@ -105,6 +106,10 @@ class Sender(threading.Thread):
         self._broker_backoff: dict[int, float] = {}
         self._producer_id = -1
         self._producer_epoch = -1
+        # A transactional producer's id comes from its coordinator (the caller's thread
+        # asks, slog.client.transactions); the sender adopts it on its own thread.
+        self._transactional_id = transactional_id
+        self._assigned_id: tuple[int, int] | None = None
         self._pid_retry_at = 0.0
         self._metadata_needed = False
         self._metadata_next = 0.0
@@ -134,6 +139,12 @@ class Sender(threading.Thread):
     def producer_id(self) -> tuple[int, int]:
         return self._producer_id, self._producer_epoch
 
+    def assign_producer_id(self, producer_id: int, epoch: int) -> None:
+        """A transactional producer's id and epoch (from InitProducerId at its coordinator)."""
+        self._assigned_id = (producer_id, epoch)
+        self._sleeping = True
+        self.wakeup()
+
     # -- the loop ------------------------------------------------------------------------
     def run(self) -> None:
         try:
@@ -156,8 +167,14 @@ class Sender(threading.Thread):
 
     def _run_once(self, now: float) -> None:
         self._sleeping = False
-        if self._idempotent and self._producer_id < 0 and not self._init_producer_id(now):
-            self._wait(max(self._pid_retry_at - now, 0.0))
+        assigned, self._assigned_id = self._assigned_id, None
+        if assigned is not None:
+            self._adopt_producer_id(*assigned)
+        if self._idempotent and self._producer_id < 0 and (
+                self._transactional_id is not None or not self._init_producer_id(now)):
+            self._sleeping = True
+            self._wait(max(self._pid_retry_at - now, 0.0) if self._transactional_id is None
+                       else self._backoff_s)
             return
         for batch in self._acc.drain(now):
             self._enqueue(batch)
@@ -190,14 +207,17 @@ class Sender(threading.Thread):
                 self._fail_everything(str(error), int(response.error_code))
             self._pid_retry_at = now + self._backoff_s
             return False
-        self._producer_id = response.producer_id
-        self._producer_epoch = response.producer_epoch
+        self._adopt_producer_id(response.producer_id, response.producer_epoch)
+        return True
+
+    def _adopt_producer_id(self, producer_id: int, epoch: int) -> None:
+        self._producer_id = producer_id
+        self._producer_epoch = epoch
         for queue in self._queues.values():
             queue.next_sequence = 0
             queue.recovering = False
             for batch in queue.batches:  # never sent under the old id: renumber
                 self._seal(batch, queue)
-        return True
 
     def _reset_producer_id(self, error: KafkaError) -> None:
         """The broker lost or rejected our sequence state: start over with a new id."""
@@ -214,7 +234,8 @@ class Sender(threading.Thread):
     # -- draining into partition queues ------------------------------------------------
     def _seal(self, batch: ProducerBatch, queue: _PartitionQueue) -> None:
         if self._idempotent and self._producer_id >= 0:
-            batch.seal(self._producer_id, self._producer_epoch, queue.next_sequence)
+            batch.seal(self._producer_id, self._producer_epoch, queue.next_sequence,
+                       self._transactional_id is not None)
             queue.next_sequence = (queue.next_sequence + batch.count) % _SEQUENCE_MODULUS
         else:
             batch.seal()
@@ -302,7 +323,8 @@ class Sender(threading.Thread):
         topics: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for (topic, partition), batch in batches.items():
             topics[topic].append({"index": partition, "records": batch.payload})
-        body = {"transactional_id": None, "acks": self._acks, "timeout": self._request_timeout_ms,
+        body = {"transactional_id": self._transactional_id, "acks": self._acks,
+                "timeout": self._request_timeout_ms,
                 "topic_data": [{"name": t, "partition_data": p} for t, p in topics.items()]}
         try:
             if self._acks == 0:

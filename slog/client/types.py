@@ -132,6 +132,8 @@ class PartitionDescription:
     log_start_offset: int
     high_watermark: int
     log_end_offset: int
+    # Below the oldest open transaction (and the HW): where read_committed readers stop.
+    last_stable_offset: int = -1
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,11 @@ Kafka's LogCleaner, simplified to one pass per log:
 4. Each rewrite replaces its segment file in one rename
    (:meth:`PartitionLog.replace_segment`), so a crash leaves the old or the new file.
 
+Transactions: only what is below the last stable offset is cleanable (an open
+transaction may still abort), and records of aborted transactions are dropped
+and never supersede anything; control batches (the markers) are always kept,
+so replaying the log rebuilds the same transaction state.
+
 Records without a key cannot be superseded and are kept (Kafka refuses them
 on compacted topics at produce time; slog does not, so dropping them would
 lose data silently). Where the cleaning got to is kept in memory: after a
@@ -50,6 +55,7 @@ from slog.core.errors import CorruptRecordError
 from slog.core.log import PartitionLog
 from slog.core.records import Record, encode_varint, encode_varlong, iter_decoded_batches
 from slog.core.segment import LogSegment
+from slog.core.transaction_index import AbortedBatches
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +81,11 @@ class LogCleaner:
         return self.enabled and self._time() >= self._next_run
 
     def maybe_clean(self, logs: Mapping[TopicPartition, PartitionLog],
-                    high_watermarks: Mapping[TopicPartition, int]) -> int:
+                    high_watermarks: Mapping[TopicPartition, int],
+                    aborted: Mapping[TopicPartition, AbortedBatches] | None = None) -> int:
         """Clean every compacted log that is dirty enough, at most once per backoff.
+        ``high_watermarks``: where each log's cleanable part ends (the last stable
+        offset); ``aborted``: each log's aborted transactions.
         Returns the number of segments rewritten. Runs on any thread."""
         now = self._time()
         if not self.enabled or now < self._next_run:
@@ -87,13 +96,14 @@ class LogCleaner:
             if plog.closed or not plog.config.compact_enabled:
                 continue
             try:
-                rewritten += self.clean(plog, high_watermarks.get(key))
+                rewritten += self.clean(plog, high_watermarks.get(key),
+                                        aborted=(aborted or {}).get(key))
             except Exception:  # one bad log must not stop the others (or the broker)
                 log.exception("cleaning %s failed", plog.directory.name)
         return rewritten
 
     def clean(self, plog: PartitionLog, high_watermark: int | None = None, *,
-              force: bool = False) -> int:
+              force: bool = False, aborted: AbortedBatches | None = None) -> int:
         segments = _cleanable(plog, high_watermark)
         if not segments:
             return 0
@@ -102,11 +112,13 @@ class LogCleaner:
         total = sum(s.size for s in segments)
         if not dirty or (not force and sum(s.size for s in dirty) < MIN_CLEANABLE_RATIO * total):
             return 0
-        latest = _offset_map(dirty)
+        is_aborted = aborted or AbortedBatches()
+        latest = _offset_map(dirty, is_aborted)
         horizon = int(self._time() * 1000) - plog.config.delete_retention_ms
         rewritten = 0
         for segment in segments:
-            if _rewrite(plog, segment, latest, horizon, first=segment is segments[0]):
+            if _rewrite(plog, segment, latest, horizon, is_aborted,
+                        first=segment is segments[0]):
                 rewritten += 1
         self._first_dirty[plog.directory] = segments[-1].next_offset
         log.info("cleaned %s: %d of %d segments rewritten, %d keys", plog.directory.name,
@@ -133,11 +145,12 @@ def _records(segment: LogSegment) -> Iterable[tuple[int, BatchHeader, list[Recor
     return iter_decoded_batches(view.view, allow_partial_tail=False)
 
 
-def _offset_map(segments: Iterable[LogSegment]) -> dict[bytes, int]:
+def _offset_map(segments: Iterable[LogSegment], is_aborted: AbortedBatches
+                ) -> dict[bytes, int]:
     latest: dict[bytes, int] = {}
     for segment in segments:
         for _, header, records in _records(segment):
-            if header.is_control:
+            if header.is_control or is_aborted(header):
                 continue
             for record in records:
                 if record.key is not None:
@@ -154,7 +167,7 @@ def _keep(record: Record, latest: Mapping[bytes, int], horizon: int) -> bool:
 
 
 def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int],
-             horizon: int, *, first: bool) -> bool:
+             horizon: int, is_aborted: AbortedBatches, *, first: bool) -> bool:
     """Write the kept batches of ``segment`` next to it and swap it in; False if
     nothing would change."""
     out: list[bytes] = []
@@ -167,8 +180,11 @@ def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int
     view = segment.read(segment.base_offset, max(segment.size, 1), None, True)
     data = view.view if view is not None and view.view is not None else memoryview(b"")
     for pos, header, records in batches:
-        kept = records if header.is_control else \
-            [r for r in records if _keep(r, latest, horizon)]
+        if is_aborted(header):
+            kept = []
+        else:
+            kept = records if header.is_control else \
+                [r for r in records if _keep(r, latest, horizon)]
         if len(kept) == len(records):
             out.append(bytes(data[pos : pos + header.size]))
             continue

@@ -174,6 +174,15 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "offsets.retention.minutes": ("10080", _int(1)),
     "offsets.retention.check.interval.ms": ("600000", _int(1)),
     "offset.metadata.max.bytes": ("4096", _int(0)),
+    # Transactions (slog.transactions; Kafka's names and defaults).
+    "transaction.state.log.num.partitions": ("50", _int(1)),
+    "transaction.state.log.replication.factor": ("3", _int(1)),
+    "transaction.state.log.min.isr": ("2", _int(1)),
+    "transaction.state.log.segment.bytes": (str(100 * 1024 * 1024), _int(14)),
+    "transaction.max.timeout.ms": ("900000", _int(1, _INT32_MAX)),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": ("10000", _int(1)),
+    "transactional.id.expiration.ms": (str(7 * 24 * 3600 * 1000), _int(1, _INT32_MAX)),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": ("3600000", _int(1)),
     "log.cleaner.enable": ("true", _bool),
     "log.cleaner.backoff.ms": ("15000", _int(0)),
     "metadata.poll.interval.ms": ("50", _int(1)),  # only where the data dir cannot be watched

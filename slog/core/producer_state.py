@@ -54,13 +54,17 @@ class ProducerStateManager:
 
     def check(self, header: BatchHeader) -> tuple[SequenceCheck, BatchMetadata | None]:
         """Classify an incoming batch before it is appended."""
-        if header.producer_id == NO_PRODUCER_ID or header.base_sequence == NO_SEQUENCE:
+        if header.producer_id == NO_PRODUCER_ID:
             return SequenceCheck.NEW, None
         entry = self._producers.get(header.producer_id)
         if entry is None:
             return SequenceCheck.NEW, None
         if header.producer_epoch < entry.epoch:
+            # Also a transaction marker (no sequence) of an older epoch: a late
+            # marker, or an admin abort naming a producer that has moved on.
             return SequenceCheck.FENCED_EPOCH, None
+        if header.base_sequence == NO_SEQUENCE:
+            return SequenceCheck.NEW, None
         if header.producer_epoch > entry.epoch:
             # A bumped epoch restarts the sequence at zero.
             ok = header.base_sequence == 0
@@ -92,6 +96,10 @@ class ProducerStateManager:
                 timestamp=header.max_timestamp,
             )
         )
+
+    def entries(self) -> list[tuple[int, ProducerEntry]]:
+        """(producer id, entry) of every producer this partition knows (DescribeProducers)."""
+        return sorted(self._producers.items())
 
     def truncate(self) -> None:
         """Forget everything; the caller replays the log's surviving batches."""

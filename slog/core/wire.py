@@ -33,6 +33,10 @@ class Writer:
     def __init__(self) -> None:
         self._buf = bytearray()
 
+    def int8(self, value: int) -> Self:
+        self._buf += value.to_bytes(1, "big", signed=True)
+        return self
+
     def int16(self, value: int) -> Self:
         self._buf += _I16.pack(value)
         return self
@@ -88,6 +92,9 @@ class Reader:
         chunk = self._data[self._pos : self._pos + size]
         self._pos += size
         return chunk
+
+    def int8(self) -> int:
+        return int.from_bytes(self._take(1), "big", signed=True)
 
     def int16(self) -> int:
         value: int = _I16.unpack(self._take(2))[0]

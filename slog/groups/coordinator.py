@@ -640,6 +640,26 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id  # only members may commit for an active group
         return None
 
+    # Transactional offsets: slog.transactions.offsets holds them until the marker.
+    def validate_txn_offset_commit(self, request: OffsetCommitRequest) -> ErrorCode | None:
+        """TxnOffsetCommit's checks, an OffsetCommit's (nothing is stored yet)."""
+        error = self._validate_group_status(request.group_id, allow_empty=True)
+        if error is not None:
+            return error
+        limit = self.config.offset_metadata_max_bytes
+        if any(len(v.metadata.encode()) > limit for v in request.offsets.values()):
+            return ErrorCode.offset_metadata_too_large
+        group = self.manager.get(request.group_id)
+        if group is None:  # a standalone group is made when the offsets are stored
+            return ErrorCode.illegal_generation if request.generation_id >= 0 else None
+        return self._validate_offset_commit(group, request)
+
+    def store_txn_offsets(self, group_id: str,
+                          offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                          callback: Callable[[ErrorCode], None]) -> None:
+        """A COMMIT marker reached the group's partition: its offsets are stored."""
+        self.manager.store_offsets(self.manager.get_or_create(group_id), offsets, callback)
+
     def _store_offsets(self, group: GroupMetadata,
                        offsets: Mapping[TopicPartition, OffsetAndMetadata],
                        callback: CommitCallback) -> None:

@@ -62,6 +62,11 @@ class ApiKey(enum.IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -85,6 +90,9 @@ class ApiKey(enum.IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     ALTER_PARTITION = 56
     ENVELOPE = 58
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -113,7 +121,8 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Kafka 4 dropped v0-2. v9 is the first flexible version; v10 adds KIP-951
     # leader hints (current_leader, node_endpoints) on NOT_LEADER_OR_FOLLOWER;
     # v11 may answer TRANSACTION_ABORTABLE and v12 is transactions v2 (KIP-890):
-    # slog has no transactions, so neither changes an answer. v13 names topics
+    # slog's transactions are the classic protocol (the client adds partitions
+    # with AddPartitionsToTxn), so neither changes an answer. v13 names topics
     # by id (KIP-516; an unknown id is UNKNOWN_TOPIC_ID).
     (ApiKey.PRODUCE, 3, 13),
     # v12 is the first flexible version; v13 names topics by id (KIP-516; fetch
@@ -127,8 +136,29 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # start and -1. v10's timeout bounds remote lookups, which slog never makes.
     # v11 (-6, pending upload) is newer than Kafka 4.1.
     (ApiKey.LIST_OFFSETS, 1, 10),
-    # kio: 0-6. v5+ is KIP-890 (transactions v2), v6 KIP-939 (2PC).
+    # kio: 0-6. v3 adds KIP-360's producer id and epoch, v4 answers PRODUCER_FENCED
+    # (KIP-588; INVALID_PRODUCER_EPOCH before). v5+ is KIP-890 (transactions v2,
+    # which slog does not implement), v6 KIP-939 (2PC).
     (ApiKey.INIT_PRODUCER_ID, 0, 4),
+    # Transactions (slog.transactions), classic protocol only: v4+ of
+    # AddPartitionsToTxn is the brokers' batched verification form and v4+ of the
+    # others may answer TRANSACTION_ABORTABLE (KIP-890), EndTxn v5 is transactions
+    # v2. Each v2 (v3 for TxnOffsetCommit) answers PRODUCER_FENCED (KIP-588).
+    (ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3),
+    (ApiKey.ADD_OFFSETS_TO_TXN, 0, 3),
+    (ApiKey.END_TXN, 0, 3),
+    # KIP-664: hanging transactions. ListTransactions v1 filters by duration
+    # (KIP-994); v2's transactional id pattern (KIP-1152) is a regular expression
+    # Kafka runs with RE2J (linear time): Python's backtracking re would let one
+    # request stall the broker, so v2 is not offered.
+    (ApiKey.DESCRIBE_PRODUCERS, 0, 0),
+    (ApiKey.DESCRIBE_TRANSACTIONS, 0, 0),
+    (ApiKey.LIST_TRANSACTIONS, 0, 1),
+    # Inter-broker: the transaction coordinator has partition leaders write markers.
+    # kio: 1-2 (Kafka 4 dropped v0); v2 (KIP-1228) is newer than Kafka 4.1.
+    (ApiKey.WRITE_TXN_MARKERS, 1, 1),
+    # v3 adds the member's id, generation and instance id (KIP-447).
+    (ApiKey.TXN_OFFSET_COMMIT, 0, 3),
     # kio: 2-7 (Kafka 4 dropped v0-1).
     (ApiKey.CREATE_TOPICS, 2, 7),
     # kio: 1-6 (Kafka 4 dropped v0). v6 accepts topic ids as well as names.
@@ -144,9 +174,10 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Kafka 4 dropped v0. v4 adds total/usable bytes, v5 is_cordoned (KIP-1066):
     # slog never cordons its one log dir.
     (ApiKey.DESCRIBE_LOG_DIRS, 1, 5),
-    # v4 batches coordinator keys (KIP-699); v5 may answer TRANSACTION_ABORTABLE
-    # (KIP-890), v6 takes the share-group key type (KIP-932). slog has neither
-    # transactions nor share groups: those key types get an error per key.
+    # v1 adds key_type (1: transactional ids), v4 batches coordinator keys
+    # (KIP-699); v5 may answer TRANSACTION_ABORTABLE (KIP-890), which slog never
+    # sends, v6 takes the share-group key type (KIP-932): slog has no share
+    # groups, so that key type gets an error per key.
     (ApiKey.FIND_COORDINATOR, 0, 6),
     (ApiKey.JOIN_GROUP, 0, 9),
     (ApiKey.SYNC_GROUP, 0, 5),

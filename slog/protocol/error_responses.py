@@ -205,6 +205,39 @@ def _init_producer_id(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, error_code=e, producer_id=-1, producer_epoch=-1)
 
 
+def _add_partitions_to_txn(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, results_by_topic_v3_and_below=_by_topic(
+        cls, "results_by_topic_v3_and_below", "results_by_partition",
+        (({"name": t.name}, ({"partition_index": p, "partition_error_code": e}
+                             for p in t.partitions))
+         for t in req.v3_and_below_topics)))
+
+
+def _write_txn_markers(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, markers=_rows(cls, "markers", (
+        {"producer_id": m.producer_id, "topics": _by_topic(
+            _item(cls, "markers"), "topics", "partitions",
+            (({"name": t.name}, ({"partition_index": p, "error_code": e}
+                                 for p in t.partition_indexes))
+             for t in m.topics))}
+        for m in req.markers)))
+
+
+def _describe_transactions(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, transaction_states=_rows(
+        cls, "transaction_states",
+        ({"error_code": e, "transactional_id": t, "transaction_state": "", "topics": ()}
+         for t in req.transactional_ids)))
+
+
+def _describe_producers(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
+        cls, "topics", "partitions",
+        (({"name": t.name}, ({"partition_index": p, "error_code": e, "active_producers": ()}
+                             for p in t.partition_indexes))
+         for t in req.topics)))
+
+
 def _create_topics(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, topics=_rows(
         cls, "topics", ({"name": t.name, "error_code": e} for t in req.topics)))
@@ -392,6 +425,14 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (_describe_topic_partitions, True),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (_top_level, False),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (_consumer_group_describe, True),
+    # Transactions: three answer with one top-level error code.
+    **dict.fromkeys((ApiKey.ADD_OFFSETS_TO_TXN, ApiKey.END_TXN, ApiKey.LIST_TRANSACTIONS),
+                    (_top_level, False)),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (_add_partitions_to_txn, True),
+    ApiKey.WRITE_TXN_MARKERS: (_write_txn_markers, True),
+    ApiKey.TXN_OFFSET_COMMIT: (_list_offsets, True),  # the same response shape
+    ApiKey.DESCRIBE_TRANSACTIONS: (_describe_transactions, True),
+    ApiKey.DESCRIBE_PRODUCERS: (_describe_producers, True),
 }
 
 

@@ -35,6 +35,7 @@ from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
+from slog.core.transaction_index import PartitionTransactions, read_marker
 from slog.replication.log_sync import LogSyncer
 
 
@@ -101,6 +102,7 @@ class Partition:
         self.state: PartitionState | None = None
         self.high_watermark = 0
         self.producers = ProducerStateManager()
+        self.transactions = PartitionTransactions()
         self.followers: dict[int, FollowerState] = {}
         self.needs_truncation = False  # a new follower epoch: ask the leader where to cut
         self.isr_change_in_flight = False
@@ -236,7 +238,7 @@ class Partition:
         leo = self.log.log_end_offset
         info = self.log.append(records, assign_offsets=True, leader_epoch=self.leader_epoch)
         self._leo_before_append, self._appended_ms = leo, _now_ms()
-        self._track_producers(info)
+        self._track_producers(info, records)
         if self.isr_parked:
             self.isr_parked = False
             self._watch_isr()
@@ -294,11 +296,19 @@ class Partition:
                 future.set_exception(ReplicaError(code, message))
 
     def read(self, offset: int, max_bytes: int, *, committed_only: bool,
-             min_one: bool = True) -> FetchSlice:
+             min_one: bool = True, read_committed: bool = False) -> FetchSlice:
         """``min_one``: the first batch whole even past ``max_bytes`` (KIP-74), only
-        for the first partition of a response that reads anything."""
+        for the first partition of a response that reads anything. ``read_committed``:
+        only below the last stable offset."""
         limit = self.high_watermark if committed_only else None
+        if read_committed:
+            limit = self.last_stable_offset
         return self.log.read(offset, max_bytes, max_offset=limit, min_one_message=min_one)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below the first offset of the oldest open transaction, and the HW."""
+        return self.transactions.last_stable_offset(self.high_watermark)
 
     def update_follower(self, replica_id: int, fetch_offset: int,
                         session: FetchWatcher | None = None,
@@ -498,7 +508,7 @@ class Partition:
     # -- follower data path --------------------------------------------------------------
     def append_as_follower(self, records: bytes | memoryview, leader_hw: int) -> AppendInfo:
         info = self.log.append(records, assign_offsets=False)
-        self._track_producers(info)
+        self._track_producers(info, records)
         if not self.log.config.write_caching:
             self._sync.request(self.log.log_end_offset)
         self.set_high_watermark(leader_hw)
@@ -538,14 +548,27 @@ class Partition:
         self.high_watermark = offset
         self.notify_watchers()
 
-    def _track_producers(self, info: AppendInfo) -> None:
+    def _track_producers(self, info: AppendInfo, records: bytes | memoryview) -> None:
+        position = 0
         for base_offset, appended in info.batches:
             self.producers.update(appended, base_offset)
+            self._track_transaction(appended, base_offset, records, position)
+            position += appended.size
+
+    def _track_transaction(self, header: batch.BatchHeader, base_offset: int,
+                           buf: bytes | memoryview, position: int) -> None:
+        if header.is_transactional:
+            marker = read_marker(buf, position) if header.is_control else None
+            self.transactions.track(header, base_offset, marker)
+            if marker is not None and not marker.committed:
+                # retention or DeleteRecords may have passed old aborted transactions
+                self.transactions.forget_below(self.log.log_start_offset)
 
     # -- recovery ------------------------------------------------------------------------
     def _rebuild_producer_state(self) -> None:
         """Replay batch headers (no record decoding) to restore idempotence state."""
         self.producers.truncate()
+        self.transactions.clear()
         position = self.log.log_start_offset
         end = self.log.log_end_offset
         while position < end:
@@ -553,8 +576,9 @@ class Partition:
             if not fetched.views:
                 break
             for view in fetched.views:
-                for _, header in iter_headers(view):
+                for at, header in iter_headers(view):
                     self.producers.update(header, header.base_offset)
+                    self._track_transaction(header, header.base_offset, view, at)
                     position = header.next_offset
         self.high_watermark = min(self.high_watermark, end)
 

@@ -101,12 +101,13 @@ class ReplicationThrottle:
         return bucket
 
     def read(self, image: MetadataImage, partition: Partition, follower: int, offset: int,
-             max_bytes: int, min_one: bool = True) -> FetchSlice:
+             max_bytes: int, min_one: bool = True, read_committed: bool = False
+             ) -> FetchSlice:
         """``Partition.read`` for a fetch by ``follower`` (-1: a consumer), throttled."""
         bucket = self.bucket_for(image, partition, follower)
         if bucket is None:
             return partition.read(offset, max_bytes, committed_only=follower < 0,
-                                  min_one=min_one)
+                                  min_one=min_one, read_committed=read_committed)
         allowed = int(bucket.available())
         if allowed <= 0:
             return FetchSlice(first_offset=offset, next_offset=offset)

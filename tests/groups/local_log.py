@@ -17,6 +17,7 @@ class LocalOffsetsLog:
                      for p in range(partitions)}
         self.leading = set(self.logs)
         self.becoming: set[int] = set()  # named leader by the metadata, role not taken yet
+        self.epoch = 0  # the leader epoch of every partition
 
     def partition_count(self) -> int | None:
         return len(self.logs)
@@ -31,6 +32,9 @@ class LocalOffsetsLog:
         if partition not in self.leading:
             raise StoreError(ErrorCode.not_coordinator)
         return self.logs[partition].append(batch).last_offset
+
+    def leader_epoch(self, partition: int) -> int:
+        return self.epoch
 
     def is_committed(self, partition: int, offset: int) -> bool:
         return True

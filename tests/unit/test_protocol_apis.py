@@ -27,6 +27,15 @@ EXPECTED = {
     "Fetch": (4, 17),
     "ListOffsets": (1, 10),
     "InitProducerId": (0, 4),
+    # Transactions, classic protocol (no KIP-890 versions).
+    "AddPartitionsToTxn": (0, 3),
+    "AddOffsetsToTxn": (0, 3),
+    "EndTxn": (0, 3),
+    "WriteTxnMarkers": (1, 1),  # inter-broker: coordinators ask leaders for markers
+    "TxnOffsetCommit": (0, 3),
+    "DescribeProducers": (0, 0),
+    "DescribeTransactions": (0, 0),
+    "ListTransactions": (0, 1),  # v2's regular expressions: not with Python's re
     "CreateTopics": (2, 7),
     "DeleteTopics": (1, 6),
     "DeleteRecords": (0, 2),

@@ -20,12 +20,14 @@ from slog.broker.handlers import (
     sasl,
     scram,
     topic_partitions,
+    transactions,
 )
 
 
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   consumer_groups, log_dirs, sasl, acls, scram, records, quotas, topic_partitions):
+                   consumer_groups, log_dirs, sasl, acls, scram, records, quotas, topic_partitions,
+                   transactions):
         handlers.update(module.HANDLERS)
     return handlers

@@ -8,6 +8,7 @@ from typing import Any
 
 from slog.broker.dispatcher import CLOSE_CONNECTION, NO_RESPONSE, RequestContext
 from slog.broker.handlers.common import NONE, NOT_LEADER, UNKNOWN_TOPIC
+from slog.broker.handlers.transactions import init_transactional_producer
 from slog.core import batch
 from slog.core.errors import CorruptRecordError, StorageError
 from slog.core.log import RecordTooLargeError
@@ -213,8 +214,8 @@ def check_leader_epoch(partition: Partition, requested: int) -> int:
 
 
 # -- ListOffsets --------------------------------------------------------------------
-def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
-                 ) -> dict[str, Any]:
+def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int,
+                 read_committed: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"partition_index": request.partition_index, "timestamp": -1,
                               "offset": -1, "leader_epoch": -1}
     partition = ctx.broker.replicas.get(topic, request.partition_index)
@@ -236,7 +237,12 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
         pass  # no tiered offset: -1 with no error, as Kafka without remote storage
     elif ts == LATEST_TIMESTAMP:
         # Replicas and debugging tools (replica id -2, as in Kafka) see the LEO.
-        result["offset"] = plog.log_end_offset if replica_id != -1 else partition.high_watermark
+        if replica_id != -1:
+            result["offset"] = plog.log_end_offset
+        elif read_committed:
+            result["offset"] = partition.last_stable_offset
+        else:
+            result["offset"] = partition.high_watermark
     elif ts == MAX_TIMESTAMP:
         found = plog.max_timestamp_and_offset()
         if found is not None:
@@ -251,11 +257,12 @@ def _list_offset(ctx: RequestContext, topic: str, request: Any, replica_id: int
 
 
 async def list_offsets(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    read_committed = getattr(request, "isolation_level", 0) == 1  # v2+
     return {
         "throttle_time": 0,
         "topics": [
             {"name": t.name,
-             "partitions": [_list_offset(ctx, t.name, p, request.replica_id)
+             "partitions": [_list_offset(ctx, t.name, p, request.replica_id, read_committed)
                             for p in t.partitions]}
             for t in request.topics
         ],
@@ -268,9 +275,7 @@ MAX_PRODUCER_EPOCH = 32767
 
 async def init_producer_id(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if request.transactional_id is not None:
-        # Transactions are out of scope; say so in a way clients report clearly.
-        return {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,
-                "producer_id": -1, "producer_epoch": -1}
+        return await init_transactional_producer(ctx, request)
     current_id = getattr(request, "producer_id", -1)
     current_epoch = getattr(request, "producer_epoch", -1)
     if current_id >= 0 and 0 <= current_epoch < MAX_PRODUCER_EPOCH - 1:

@@ -57,6 +57,7 @@ from slog.replication.replica_selector import (
 
 FETCH_FROM_FOLLOWER_VERSION = 11  # KIP-392: rack_id and preferred_read_replica
 NO_TOPIC_ID = uuid.UUID(int=0)  # kio reads the all-zero id as None
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 class _Read:
@@ -91,6 +92,9 @@ class FetchRequestState:
                 self.quota_client = client
                 self.budget = min(self.budget, window_bytes)
         self.client_rack = (getattr(request, "rack_id", "") or "") if self.follower < 0 else ""
+        # read_committed (v4+): up to the last stable offset, aborted transactions named.
+        self.read_committed = self.follower < 0 and \
+            getattr(request, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
         self.reads: dict[TopicPartition, _Read] = {}
         self.total = 0
         self.answer_now = False
@@ -125,7 +129,7 @@ class FetchRequestState:
             result.error_code = _missing_replica_error(ctx, name, key[1])
             return _Read(result, answer_now=True, has_more=True)
         result.high_watermark = partition.high_watermark
-        result.last_stable_offset = partition.high_watermark
+        result.last_stable_offset = partition.last_stable_offset
         result.log_start_offset = partition.log.log_start_offset
         if not partition.is_leader:
             why_not = _why_follower_cannot_serve(ctx, partition, self.follower)
@@ -156,7 +160,7 @@ class FetchRequestState:
         try:
             fetched = ctx.broker.replication_throttle.read(  # throttles reassignment copies
                 ctx.broker.image, partition, self.follower, cached.fetch_offset,
-                min(budget, cached.partition_max_bytes), min_one)
+                min(budget, cached.partition_max_bytes), min_one, self.read_committed)
         except OffsetOutOfRangeError:
             if not partition.is_leader and cached.current_leader_epoch < 0 and \
                     cached.fetch_offset > partition.log.log_end_offset:
@@ -168,8 +172,14 @@ class FetchRequestState:
         result.records = fetched.views
         result.records_size = fetched.size
         result.high_watermark = partition.high_watermark
+        result.last_stable_offset = partition.last_stable_offset
         readable_end = partition.log.log_end_offset if self.follower >= 0 \
             else partition.high_watermark
+        if self.read_committed:
+            readable_end = result.last_stable_offset
+            if fetched.size:
+                result.aborted_transactions = partition.transactions.aborted_between(
+                    fetched.first_offset, fetched.next_offset)
         # A follower hears of a new high watermark at once (it cannot serve its own
         # readers, or become an up-to-date leader, before it knows it): one it was
         # not told yet, or, without a session, one that moved during this request.

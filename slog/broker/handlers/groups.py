@@ -14,12 +14,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE
 from slog.broker.offsets_topic import offsets_topic_spec
+from slog.broker.transaction_state import transaction_topic_spec
 from slog.core.acls import Operation, ResourceType
 from slog.core.kafka_errors import KafkaApiError
 from slog.groups.consumer_view import classic_summary
@@ -37,6 +38,12 @@ from slog.groups.requests import (
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
+from slog.replication.controller import NewTopic
+from slog.transactions.coordinator import TRANSACTION_STATE_TOPIC
+from slog.transactions.coordinator import partition_for as transaction_partition_for
+
+if TYPE_CHECKING:
+    from slog.core.config import BrokerConfig
 
 log = logging.getLogger("slog.groups")
 
@@ -66,11 +73,21 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 # -- FindCoordinator ----------------------------------------------------------------------
-async def _create_offsets_topic(ctx: RequestContext) -> None:
+# Each key type's internal topic, how it is made, and which of its partitions a key is in.
+_COORDINATOR_TOPICS: dict[int, tuple[str, Callable[[BrokerConfig, int], NewTopic],
+                                      Callable[[str, int], int]]] = {
+    KEY_TYPE_GROUP: (OFFSETS_TOPIC, offsets_topic_spec, partition_for),
+    KEY_TYPE_TRANSACTION: (TRANSACTION_STATE_TOPIC, transaction_topic_spec,
+                           transaction_partition_for),
+}
+
+
+async def _create_coordinator_topic(ctx: RequestContext, key_type: int) -> None:
     broker = ctx.broker
-    spec = offsets_topic_spec(broker.config, len(broker.image.live_brokers()))
-    error = await broker.topic_creator.create(spec)
-    log.info("creating %s: %s", OFFSETS_TOPIC, error.name)
+    topic, spec_of, _ = _COORDINATOR_TOPICS[key_type]
+    error = await broker.topic_creator.create(spec_of(broker.config,
+                                                      len(broker.image.live_brokers())))
+    log.info("creating %s: %s", topic, error.name)
 
 
 def _find_one(ctx: RequestContext, key: str, key_type: int, creating: bool) -> dict[str, Any]:
@@ -81,19 +98,20 @@ def _find_one(ctx: RequestContext, key: str, key_type: int, creating: bool) -> d
         entry.update(error_code=error, error_message=message)
         return entry
 
-    if key_type == KEY_TYPE_TRANSACTION:
-        return fail(ErrorCode.transactional_id_authorization_failed, "slog has no transactions")
-    if key_type != KEY_TYPE_GROUP:
+    if key_type not in _COORDINATOR_TOPICS:
         return fail(ErrorCode.invalid_request, f"unknown coordinator key type {key_type}")
+    name, _, place = _COORDINATOR_TOPICS[key_type]
+    if key_type == KEY_TYPE_TRANSACTION and not key:
+        return fail(ErrorCode.invalid_request, "empty transactional id")
     image = ctx.broker.image
-    topic = image.topics.get(OFFSETS_TOPIC)
+    topic = image.topics.get(name)
     if creating or topic is None or not topic.partitions:
-        return fail(ErrorCode.coordinator_not_available, f"creating {OFFSETS_TOPIC}")
-    state = topic.partitions.get(partition_for(key, len(topic.partitions)))
+        return fail(ErrorCode.coordinator_not_available, f"creating {name}")
+    state = topic.partitions.get(place(key, len(topic.partitions)))
     node = image.brokers.get(state.leader) if state is not None else None
     if node is None or node.fenced:
         return fail(ErrorCode.coordinator_not_available,
-                    "the group's offsets partition has no leader")
+                    f"the key's {name} partition has no leader")
     address = node.endpoint(ctx.session.listener if ctx.session is not None else None)
     if address is None:
         return fail(ErrorCode.coordinator_not_available,
@@ -104,11 +122,12 @@ def _find_one(ctx: RequestContext, key: str, key_type: int, creating: bool) -> d
 
 async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
     key_type = getattr(request, "key_type", KEY_TYPE_GROUP)
-    creating = OFFSETS_TOPIC not in ctx.broker.image.topics and key_type == KEY_TYPE_GROUP
+    creating = key_type in _COORDINATOR_TOPICS and \
+        _COORDINATOR_TOPICS[key_type][0] not in ctx.broker.image.topics
     if creating:
         # As Kafka: created on first use, and this answer still says "not yet"
         # (the new partitions' coordinators have yet to load them).
-        await _create_offsets_topic(ctx)
+        await _create_coordinator_topic(ctx, key_type)
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": [
             _find_one(ctx, key, key_type, creating) for key in request.coordinator_keys]}
@@ -272,7 +291,7 @@ def _unknown_ids(topics: Any) -> list[dict[str, Any]]:
 
 
 def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None,
-                 member_epoch: int = -1) -> dict[str, Any]:
+                 member_epoch: int = -1, require_stable: bool = False) -> dict[str, Any]:
     # v9's member id and epoch only concern KIP-848 groups: a classic group's
     # offsets are fetched as before (Kafka ignores them too).
     named = None if topics is None else [(t, _topic_name(ctx, t)) for t in topics]
@@ -295,17 +314,34 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_id: str
         # Kafka does; named topics were checked before the handler ran).
         offsets = {tp: offset for tp, offset in offsets.items()
                    if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
-    return {"topics": _fetched_topics(ctx, offsets) + unknown, "error_code": NONE}
+    answered = _fetched_topics(ctx, offsets)
+    if require_stable:
+        _mark_unstable(ctx, group_id, answered)
+    return {"topics": answered + unknown, "error_code": NONE}
+
+
+def _mark_unstable(ctx: RequestContext, group_id: str, topics: list[dict[str, Any]]) -> None:
+    """KIP-447 (v7+ with require_stable): a partition whose offset a transaction has
+    committed but whose marker has not arrived yet is UNSTABLE_OFFSET_COMMIT; the
+    client asks again."""
+    pending = ctx.broker.pending_txn_offsets.partitions_of(group_id)
+    for topic in topics if pending else ():
+        for entry in topic["partitions"]:
+            if (topic["name"], entry["partition_index"]) in pending:
+                entry.update(error_code=ErrorCode.unstable_offset_commit,
+                             committed_offset=NO_OFFSET)
 
 
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    stable = getattr(request, "require_stable", False)
     if ctx.version >= 8:
         return {"throttle_time": 0, "groups": [
             {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics,
                                                     getattr(g, "member_id", None),
-                                                    getattr(g, "member_epoch", -1))}
+                                                    getattr(g, "member_epoch", -1), stable)}
             for g in request.groups]}
-    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics)}
+    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics,
+                                             require_stable=stable)}
 
 
 async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
