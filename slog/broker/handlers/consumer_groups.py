@@ -12,8 +12,7 @@ from typing import Any
 
 from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE
-from slog.broker.handlers.groups import _answer, _client_host
+from slog.broker.handlers.common import NONE, answer_of, client_host
 from slog.core.acls import ResourceType
 from slog.core.kafka_errors import KafkaApiError
 from slog.groups.consumer_group import (
@@ -66,7 +65,7 @@ def _heartbeat_request(ctx: RequestContext, request: Any) -> ConsumerHeartbeat:
     elif epoch < STATIC_LEAVE_EPOCH:
         raise _invalid(f"MemberEpoch {epoch} is invalid.")
     return ConsumerHeartbeat(
-        member_id, epoch, ctx.header.client_id or "", _client_host(ctx), request.instance_id,
+        member_id, epoch, ctx.header.client_id or "", client_host(ctx), request.instance_id,
         request.rack_id, rebalance,
         None if request.subscribed_topic_names is None
         else tuple(request.subscribed_topic_names),
@@ -86,7 +85,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> dict[st
         heartbeat = _heartbeat_request(ctx, request)
     except KafkaApiError as exc:
         return _failed(exc)
-    result: HeartbeatOutcome | KafkaApiError = await _answer(
+    result: HeartbeatOutcome | KafkaApiError = await answer_of(
         lambda cb: coordinator.handle_heartbeat(request.group_id, heartbeat, cb))
     if isinstance(result, KafkaApiError):
         return _failed(result)

@@ -10,15 +10,13 @@ does (:mod:`slog.broker.topic_creator`, from any broker).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE
+from slog.broker.handlers.common import NONE, answer_of, client_host
 from slog.broker.offsets_topic import offsets_topic_spec
 from slog.core.acls import Operation, ResourceType
 from slog.core.kafka_errors import KafkaApiError
@@ -40,29 +38,12 @@ from slog.protocol.shapes import millis
 
 log = logging.getLogger("slog.groups")
 
-T = TypeVar("T")
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 NO_OFFSET = -1
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.broker.groups
-
-
-async def _answer(register: Callable[[Callable[[T], None]], None]) -> T:
-    """Call ``register(callback)`` and wait for the callback's argument."""
-    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def resolve(value: T) -> None:
-        if not future.done():
-            future.set_result(value)
-
-    register(resolve)
-    return await future
-
-
-def _client_host(ctx: RequestContext) -> str:
-    return "/" + ctx.peer.rpartition(":")[0]
 
 
 # -- FindCoordinator ----------------------------------------------------------------------
@@ -125,7 +106,7 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     instance = getattr(request, "group_instance_id", None)
     joining = JoinGroupRequest(
         request.group_id, request.member_id, instance, ctx.header.client_id or "",
-        _client_host(ctx), rebalance, session, request.protocol_type,
+        client_host(ctx), rebalance, session, request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=v >= 4 and instance is None, support_skip_assignment=v >= 9)
     try:  # an empty KIP-848 group of that id becomes classic; a non-empty one refuses
@@ -133,7 +114,7 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     except KafkaApiError as exc:
         result = JoinResult(request.member_id, exc.code)
     else:
-        result = await _answer(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
+        result = await answer_of(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
         "throttle_time": 0, "error_code": result.error,
         "generation_id": result.generation_id,
@@ -157,7 +138,7 @@ async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "group_instance_id", None), protocol_type, protocol_name,
         {a.member_id: a.assignment for a in request.assignments})
-    result: SyncResult = await _answer(
+    result: SyncResult = await answer_of(
         lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb))
     return {"throttle_time": 0, "error_code": result.error,
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
@@ -220,7 +201,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
     consumer_group = ctx.broker.consumer_groups.group(request.group_id)
     if offsets and consumer_group is not None:
         # v9's generation_id_or_member_epoch: a KIP-848 member's epoch.
-        stored: dict[TopicPartition, ErrorCode] = await _answer(
+        stored: dict[TopicPartition, ErrorCode] = await answer_of(
             lambda cb: ctx.broker.consumer_groups.handle_commit_offsets(
                 consumer_group, request.member_id, request.generation_id_or_member_epoch,
                 offsets, cb, version=ctx.version))
@@ -231,7 +212,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             request.generation_id_or_member_epoch, offsets,
             report_unknown_group=ctx.version >= 9)
-        committed: dict[TopicPartition, ErrorCode] = await _answer(
+        committed: dict[TopicPartition, ErrorCode] = await answer_of(
             lambda cb: _coordinator(ctx).handle_commit_offsets(commit, cb))
         errors.update(committed)
     return {"throttle_time": 0, "topics": [
