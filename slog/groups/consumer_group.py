@@ -96,6 +96,15 @@ class ConsumerHeartbeat:
     owned: Assignment | None = None
 
 
+@dataclass(frozen=True)
+class ClassicMembership:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside
+    a consumer group, after an online upgrade (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor name, subscription), preferred first
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -115,6 +124,7 @@ class ConsumerMember:
     # Deadlines on the coordinator's monotonic clock (ms).
     session_deadline_ms: float = 0.0
     revocation_deadline_ms: float | None = None
+    classic: ClassicMembership | None = None  # None: it speaks ConsumerGroupHeartbeat
 
     @property
     def is_static(self) -> bool:
@@ -225,6 +235,11 @@ class ConsumerGroup:
     @property
     def is_empty(self) -> bool:
         return not self.members
+
+    @property
+    def only_classic_members(self) -> bool:
+        """Non-empty, and nobody speaks the consumer protocol: a downgrade candidate."""
+        return bool(self.members) and all(m.classic is not None for m in self.members.values())
 
     def assignor_name(self) -> str:
         """The assignor most members asked for (ties: the first asked), else the default."""
@@ -400,6 +415,10 @@ class ConsumerGroup:
         """Several reasons in one heartbeat make one new epoch (see _settle_epoch)."""
         self._bump_pending = True
 
+    def settle_epoch(self) -> None:
+        """Make the pending bump one new group epoch (after removals from outside)."""
+        self._settle_epoch()
+
     def _settle_epoch(self) -> None:
         if self._bump_pending:
             self._bump_pending = False
@@ -454,6 +473,14 @@ class ConsumerGroup:
             member.assigned = kept | free
         member.state = MemberState.UNRELEASED_PARTITIONS if wanted - free \
             else MemberState.STABLE
+
+    def step_classic_member(self, member_id: str, owned: Assignment, now_ms: float) -> None:
+        """A classic member's JoinGroup both reports what it owns and asks for its next
+        assignment: when that report acknowledges its pending revocations, go on at
+        once rather than after one more rejoin."""
+        member = self.members[member_id]
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            self._reconcile(member, owned, now_ms)
 
     def _release(self, member: ConsumerMember, partitions: Assignment) -> None:
         for tp in partitions:

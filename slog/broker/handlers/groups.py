@@ -19,7 +19,6 @@ from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE, answer_of, client_host
 from slog.broker.offsets_topic import offsets_topic_spec
 from slog.core.acls import Operation, ResourceType
-from slog.core.kafka_errors import KafkaApiError
 from slog.groups.consumer_view import classic_summary
 from slog.groups.coordinator import GroupCoordinator
 from slog.groups.group import GroupSummary
@@ -109,11 +108,14 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         client_host(ctx), rebalance, session, request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=v >= 4 and instance is None, support_skip_assignment=v >= 9)
-    try:  # an empty KIP-848 group of that id becomes classic; a non-empty one refuses
-        ctx.broker.consumer_groups.release_to_classic(request.group_id)
-    except KafkaApiError as exc:
-        result = JoinResult(request.member_id, exc.code)
-    else:
+    consumers = ctx.broker.consumer_groups
+    upgraded = consumers.classic_group(request.group_id)
+    result: JoinResult
+    if upgraded is not None:  # a consumer group serves its classic members
+        result = await answer_of(
+            lambda cb: consumers.handle_classic_join(upgraded, joining, cb))
+    else:  # an empty KIP-848 group of that id becomes classic
+        consumers.release_to_classic(request.group_id)
         result = await answer_of(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
         "throttle_time": 0, "error_code": result.error,
@@ -138,14 +140,21 @@ async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "group_instance_id", None), protocol_type, protocol_name,
         {a.member_id: a.assignment for a in request.assignments})
+    upgraded = ctx.broker.consumer_groups.classic_group(request.group_id)
     result: SyncResult = await answer_of(
-        lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb))
+        (lambda cb: ctx.broker.consumer_groups.handle_classic_sync(upgraded, syncing, cb))
+        if upgraded is not None else
+        (lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb)))
     return {"throttle_time": 0, "error_code": result.error,
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
             "assignment": result.assignment}
 
 
 async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    upgraded = ctx.broker.consumer_groups.classic_group(request.group_id)
+    if upgraded is not None:
+        return {"throttle_time": 0, "error_code": ctx.broker.consumer_groups
+                .handle_classic_heartbeat(upgraded, request.member_id, request.generation_id)}
     error = _coordinator(ctx).handle_heartbeat(HeartbeatRequest(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id))
@@ -157,7 +166,10 @@ async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, errors = _coordinator(ctx).handle_leave_group(request.group_id, leaving)
+    upgraded = ctx.broker.consumer_groups.classic_group(request.group_id)
+    error, errors = _coordinator(ctx).handle_leave_group(request.group_id, leaving) \
+        if upgraded is None else \
+        ctx.broker.consumer_groups.handle_classic_leave(upgraded, leaving)
     if ctx.version < 3:  # one member: its error is the error
         single = errors[0] if errors and error is ErrorCode.none else error
         return {"throttle_time": 0, "error_code": single}
