@@ -1,0 +1,165 @@
+"""KIP-848's online migration with real librdkafka consumers: a classic group
+upgraded member by member to the consumer protocol under produce load (nothing
+lost, no partition held twice), and the downgrade when the last consumer-protocol
+member leaves."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from slog.client.connection import BrokerConnection
+from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
+from tests.brokers import BrokerProcess, running_broker
+from tests.compat.test_kip848 import BROKER, TIMEOUT_S, Ownership, create, describe
+from tests.groups.helpers import unique
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("migration") / "data", **BROKER) as process:
+        yield process
+
+
+@pytest.fixture
+def conn(broker: BrokerProcess) -> Iterator[BrokerConnection]:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with BrokerConnection(host, int(port)).connect() as connection:
+        deadline = time.monotonic() + TIMEOUT_S
+        while connection.request(ApiKey.FIND_COORDINATOR, {"key": "any", "key_type": 0},
+                                 version=3).error_code:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        yield connection
+
+
+def group_type(conn: BrokerConnection, group: str) -> str | None:
+    listed = conn.request(ApiKey.LIST_GROUPS, {"types_filter": []}, version=5)
+    return next((g.group_type for g in listed.groups if g.group_id == group), None)
+
+
+class Members:
+    """Consumers of one group, classic or consumer protocol, polled in turn on this
+    thread; what they read and who holds which partition are recorded."""
+
+    def __init__(self, broker: BrokerProcess, group: str, topic: str):
+        self.broker, self.group, self.topic = broker, group, topic
+        self.consumers: dict[str, Consumer] = {}
+        self.ownership = Ownership()
+        self.seen: set[bytes] = set()
+
+    def join(self, name: str, protocol: str) -> None:
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.broker.bootstrap, "group.id": self.group,
+            "auto.offset.reset": "earliest", "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200, "group.protocol": protocol}
+        if protocol == "classic":
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        c = Consumer(config)
+        c.subscribe([self.topic], **self.ownership.callbacks(name))
+        self.consumers[name] = c
+
+    def leave(self, name: str) -> None:
+        self.consumers.pop(name).close()
+
+    def poll(self, rounds: int) -> None:
+        for _ in range(rounds):
+            for c in list(self.consumers.values()):
+                msg = c.poll(0.02)
+                if msg is not None and msg.error() is None:
+                    self.seen.add(msg.value())
+
+    def poll_until(self, done: Any, what: str) -> None:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not done():
+            assert time.monotonic() < deadline, what
+            self.poll(5)
+
+    def all_assigned(self) -> bool:
+        return all(c.assignment() for c in self.consumers.values())
+
+    def close(self) -> None:
+        for name in list(self.consumers):
+            self.leave(name)
+
+
+def _load(broker: BrokerProcess, topic: str, values: list[bytes], partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % partitions)
+        if i % 100 == 0:
+            producer.poll(0)
+            time.sleep(0.03)
+    producer.flush(TIMEOUT_S)
+
+
+def test_a_rolling_upgrade_under_load_loses_nothing(broker: BrokerProcess,
+                                                     conn: BrokerConnection) -> None:
+    topic, group = unique("mig"), unique("g")
+    partitions, total = 6, 3000
+    create(broker, topic, partitions)
+    values = [b"v%d" % i for i in range(total)]
+    members = Members(broker, group, topic)
+    producer = threading.Thread(target=_load, args=(broker, topic, values, partitions))
+    producer.start()
+    try:
+        members.join("classic-1", "classic")
+        members.join("classic-2", "classic")
+        members.poll_until(members.all_assigned, "the classic members' first assignment")
+        assert group_type(conn, group) == "classic"
+        # Classic members replaced one by one by consumer-protocol members.
+        members.join("new-1", "consumer")
+        members.poll_until(lambda: group_type(conn, group) == "consumer", "the upgrade")
+        members.poll_until(members.all_assigned, "the mixed group's assignment")
+        members.leave("classic-1")
+        members.join("new-2", "consumer")
+        members.poll_until(members.all_assigned, "new-2's assignment")
+        members.leave("classic-2")
+        members.poll_until(lambda: len(members.seen) == total or not producer.is_alive()
+                           and len(members.seen) >= total, "every record")
+        producer.join()
+        members.poll_until(lambda: len(members.seen) == total, "every record")
+        assert not members.ownership.violations, members.ownership.violations
+        members.poll_until(lambda: describe(conn, group).group_state == "Stable",
+                           "a stable group")
+        described = describe(conn, group)
+        assert described.error_code == ErrorCode.none and len(described.members) == 2
+        assert all(m.member_type == 1 for m in described.members)
+        owned = sorted(p for m in described.members for t in m.assignment.topic_partitions
+                       for p in t.partitions)
+        assert owned == list(range(partitions))
+    finally:
+        members.close()
+        producer.join()
+
+
+def test_the_last_consumer_member_leaving_downgrades(broker: BrokerProcess,
+                                                    conn: BrokerConnection) -> None:
+    topic, group = unique("mig"), unique("g")
+    partitions = 4
+    create(broker, topic, partitions)
+    members = Members(broker, group, topic)
+    try:
+        members.join("classic-1", "classic")
+        members.poll_until(members.all_assigned, "the classic member's assignment")
+        members.join("new-1", "consumer")
+        members.poll_until(lambda: group_type(conn, group) == "consumer", "the upgrade")
+        members.poll_until(members.all_assigned, "the mixed group's assignment")
+        members.leave("new-1")
+        members.poll_until(lambda: group_type(conn, group) == "classic", "the downgrade")
+        # The classic member rebalances into the classic group and takes everything.
+        members.poll_until(lambda: len(members.consumers["classic-1"].assignment())
+                           == partitions, "the classic member's full assignment")
+        members.join("classic-2", "classic")
+        members.poll_until(lambda: members.all_assigned() and sum(
+            len(c.assignment()) for c in members.consumers.values()) == partitions,
+            "a classic rebalance with a new member")
+        assert not members.ownership.violations, members.ownership.violations
+    finally:
+        members.close()
