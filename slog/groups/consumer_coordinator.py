@@ -38,6 +38,7 @@ from slog.groups.consumer_group import (
     JOIN_EPOCH,
     ConsumerGroup,
     ConsumerHeartbeat,
+    GroupSnapshot,
     HeartbeatOutcome,
     TopicsView,
 )
@@ -170,6 +171,7 @@ class ConsumerGroupCoordinator:
     # ================================================================== heartbeat
     def handle_heartbeat(self, group_id: str, request: ConsumerHeartbeat,
                          callback: HeartbeatCallback) -> None:
+        snapshot = None
         try:
             self._validate(group_id)
             group = self.group(group_id)
@@ -178,6 +180,10 @@ class ConsumerGroupCoordinator:
                     raise KafkaApiError(ErrorCode.group_id_not_found,
                                         f"group {group_id} does not exist")
                 group = self._take_over_classic(group_id)
+            else:
+                snapshot = group.snapshot((request.member_id, None if request.instance_id
+                                           is None else group.static_members.get(
+                                               request.instance_id)))
             view, version = self._topics()
             outcome: HeartbeatOutcome | KafkaApiError = group.heartbeat(
                 request, view, version, self._clock(), self.config.session_timeout_ms)
@@ -193,14 +199,25 @@ class ConsumerGroupCoordinator:
                 return
         self._schedule(group)
         self._persist(group, lambda error: callback(
-            outcome if error is ErrorCode.none else KafkaApiError(error)))
+            outcome if error is ErrorCode.none else KafkaApiError(error)), snapshot)
 
-    def _persist(self, group: ConsumerGroup, done: Callable[[ErrorCode], None]) -> None:
+    def _persist(self, group: ConsumerGroup, done: Callable[[ErrorCode], None],
+                 snapshot: GroupSnapshot | None = None) -> None:
+        """Write what changed; when that fails, the change is reverted (as Kafka does)
+        unless a later change was made on top of it, and ``done`` gets the error."""
         records = change_records(group, group.take_changes())
-        if records:
-            self.manager.append(group.group_id, records, done)
-        else:
+        if not records:
             done(ErrorCode.none)
+            return
+
+        def written(error: ErrorCode) -> None:
+            if error is not ErrorCode.none and snapshot is not None and \
+                    group.restore(snapshot):
+                log.warning("consumer group %s: writing its change failed (%s); reverted",
+                            group.group_id, error.name)
+            done(error)
+
+        self.manager.append(group.group_id, records, written)
         self._maybe_downgrade(group)
 
     def _maybe_downgrade(self, group: ConsumerGroup) -> None:

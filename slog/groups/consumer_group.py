@@ -32,7 +32,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
@@ -159,6 +159,19 @@ class HeartbeatOutcome:
     assignment: Assignment | None  # None: unchanged, not sent
 
 
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """What a heartbeat may change, taken before it (see ConsumerGroup.snapshot)."""
+
+    seq: int
+    epochs: tuple[int, int, int, int | None]  # group, target, metadata hash, metadata version
+    subscribed: dict[str, TopicInfo]
+    members: dict[str, ConsumerMember]
+    copies: dict[str, ConsumerMember]  # the members the heartbeat may change, as they were
+    static_members: dict[str, str]
+    target: dict[str, Assignment]
+
+
 def compile_regex(pattern: str) -> re.Pattern[str]:
     """KIP-848 regexes are RE2; slog uses Python's ``re`` with ``fullmatch``, which
     agrees on the usual patterns (``topic-.*``, ``(a|b)\\d+``)."""
@@ -213,6 +226,7 @@ class ConsumerGroup:
         self.offsets = GroupOffsets()
         self.changes = Changes()
         self._bump_pending = False
+        self._snapshots = 0  # the newest snapshot's number
 
     def __repr__(self) -> str:
         return (f"<ConsumerGroup {self.group_id!r} {self.state.value} epoch={self.group_epoch}"
@@ -248,6 +262,37 @@ class ConsumerGroup:
             if member.server_assignor is not None:
                 votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
         return max(votes, key=lambda n: votes[n]) if votes else self.default_assignor
+
+    # -- reverting a change whose records were not written ------------------------------------
+    def snapshot(self, member_ids: Sequence[str | None]) -> GroupSnapshot:
+        """The group before a change that touches at most ``member_ids`` (besides
+        removals): dicts are copied (pointers, C speed), members only those named, so
+        an idle heartbeat still costs nothing per partition."""
+        self._snapshots += 1
+        copies = {m: replace(self.members[m]) for m in member_ids
+                  if m is not None and m in self.members}
+        return GroupSnapshot(
+            self._snapshots,
+            (self.group_epoch, self.target_epoch, self.metadata_hash, self.metadata_version),
+            self.subscribed, dict(self.members), copies, dict(self.static_members),
+            dict(self.target))
+
+    def restore(self, snapshot: GroupSnapshot) -> bool:
+        """Back to ``snapshot`` (Kafka reverts a change whose records failed to be
+        written); only when no later change was made on top of it. False otherwise."""
+        if snapshot.seq != self._snapshots:
+            return False
+        self.group_epoch, self.target_epoch, self.metadata_hash, self.metadata_version = \
+            snapshot.epochs
+        self.subscribed = snapshot.subscribed
+        self.members = {**snapshot.members, **snapshot.copies}
+        self.static_members = dict(snapshot.static_members)
+        self.target = dict(snapshot.target)
+        self.owners = {tp: m.member_id for m in self.members.values()
+                       for tp in m.assigned | m.pending_revocation}
+        self.changes = Changes()
+        self._bump_pending = False
+        return True
 
     def take_changes(self) -> Changes:
         changes, self.changes = self.changes, Changes()
