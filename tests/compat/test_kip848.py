@@ -73,17 +73,16 @@ def assigned_member(broker: BrokerProcess, group: str, topic: str) -> Consumer:
     return member
 
 
-@pytest.fixture
-def conn(broker: BrokerProcess) -> Iterator[BrokerConnection]:
-    """A connection to a broker whose __consumer_offsets exists and is loaded."""
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with BrokerConnection(host, int(port)).connect() as connection:
-        deadline = time.monotonic() + TIMEOUT_S
-        while connection.request(ApiKey.FIND_COORDINATOR, {"key": "any", "key_type": 0},
-                                 version=3).error_code:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        yield connection
+def produce_slowly(broker: BrokerProcess, topic: str, values: list[bytes],
+                   partitions: int) -> None:
+    """A load spread over a few seconds, round robin over the partitions."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % partitions)
+        if i % 100 == 0:
+            producer.poll(0)
+            time.sleep(0.02)
+    producer.flush(TIMEOUT_S)
 
 
 def describe(conn: BrokerConnection, group: str) -> Any:
@@ -159,15 +158,6 @@ def test_members_join_and_leave_under_load(broker: BrokerProcess,
     create(broker, topic, partitions)
     values = [b"v%d" % i for i in range(total)]
 
-    def load() -> None:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-        for i, value in enumerate(values):
-            producer.produce(topic, value, partition=i % partitions)
-            if i % 100 == 0:
-                producer.poll(0)
-                time.sleep(0.02)
-        producer.flush(TIMEOUT_S)
-
     ownership = Ownership()
     members: dict[str, Consumer] = {}
     seen: set[bytes] = set()
@@ -185,7 +175,7 @@ def test_members_join_and_leave_under_load(broker: BrokerProcess,
                 if msg is not None and msg.error() is None:
                     seen.add(msg.value())
 
-    producer = threading.Thread(target=load)
+    producer = threading.Thread(target=produce_slowly, args=(broker, topic, values, partitions))
     producer.start()
     join("a")
     poll_all(30)

@@ -11,13 +11,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
 from slog.client.connection import BrokerConnection
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess, running_broker
-from tests.compat.test_kip848 import BROKER, TIMEOUT_S, Ownership, create, describe
+from tests.compat.test_kip848 import (
+    BROKER,
+    TIMEOUT_S,
+    Ownership,
+    create,
+    describe,
+    produce_slowly,
+)
 from tests.groups.helpers import unique
 
 
@@ -25,18 +32,6 @@ from tests.groups.helpers import unique
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     with running_broker(tmp_path_factory.mktemp("migration") / "data", **BROKER) as process:
         yield process
-
-
-@pytest.fixture
-def conn(broker: BrokerProcess) -> Iterator[BrokerConnection]:
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with BrokerConnection(host, int(port)).connect() as connection:
-        deadline = time.monotonic() + TIMEOUT_S
-        while connection.request(ApiKey.FIND_COORDINATOR, {"key": "any", "key_type": 0},
-                                 version=3).error_code:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        yield connection
 
 
 def group_type(conn: BrokerConnection, group: str) -> str | None:
@@ -89,24 +84,14 @@ class Members:
             self.leave(name)
 
 
-def _load(broker: BrokerProcess, topic: str, values: list[bytes], partitions: int) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-    for i, value in enumerate(values):
-        producer.produce(topic, value, partition=i % partitions)
-        if i % 100 == 0:
-            producer.poll(0)
-            time.sleep(0.03)
-    producer.flush(TIMEOUT_S)
-
-
 def test_a_rolling_upgrade_under_load_loses_nothing(broker: BrokerProcess,
                                                      conn: BrokerConnection) -> None:
-    topic, group = unique("mig"), unique("g")
-    partitions, total = 6, 3000
+    topic, partitions, total = unique("mig"), 6, 3000
     create(broker, topic, partitions)
-    values = [b"v%d" % i for i in range(total)]
-    members = Members(broker, group, topic)
-    producer = threading.Thread(target=_load, args=(broker, topic, values, partitions))
+    members = Members(broker, unique("g"), topic)
+    group = members.group
+    producer = threading.Thread(target=produce_slowly, args=(
+        broker, topic, [b"v%d" % i for i in range(total)], partitions))
     producer.start()
     try:
         members.join("classic-1", "classic")
