@@ -51,6 +51,7 @@ from slog.groups.migration import (
     CONSUMER_PROTOCOL_TYPE,
     MigrationPolicy,
     check_upgrade,
+    classic_commit_check,
     classic_heartbeat,
     classic_join,
     classic_protocol_name,
@@ -321,10 +322,14 @@ class ConsumerGroupCoordinator:
                               callback: CommitCallback, *, version: int) -> None:
         try:
             self._validate(group.group_id)
-            if version < 9 and (member_id or member_epoch >= 0):
+            member = group.members.get(member_id)
+            if member is not None and member.classic is not None:
+                classic_commit_check(group, member_id, member_epoch)
+            elif version < 9 and (member_id or member_epoch >= 0):
                 raise KafkaApiError(ErrorCode.unsupported_version,
                                     "members of consumer groups commit with OffsetCommit v9+")
-            group.validate_offset_commit(member_id, member_epoch)
+            else:
+                group.validate_offset_commit(member_id, member_epoch)
         except KafkaApiError as exc:
             callback(dict.fromkeys(offsets, exc.code))
             return

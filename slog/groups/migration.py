@@ -175,6 +175,12 @@ def _classic_member(group: ConsumerGroup, member_id: str, generation: int) -> Co
     return member
 
 
+def classic_commit_check(group: ConsumerGroup, member_id: str, generation: int) -> None:
+    """OffsetCommit from a classic member (any version): its generation is its member
+    epoch (ILLEGAL_GENERATION otherwise, as for a classic group)."""
+    _classic_member(group, member_id, generation)
+
+
 def classic_sync(group: ConsumerGroup, member_id: str, generation: int, topics: TopicsView
                  ) -> bytes:
     """SyncGroup: the member's current assignment in the consumer protocol's bytes."""

@@ -36,6 +36,7 @@ from slog.groups.migration import (
     from_classic,
     to_classic,
 )
+from slog.groups.offsets import OffsetAndMetadata
 from slog.groups.requests import JoinGroupRequest, SyncGroupRequest
 from slog.groups.server_assignors import assignors_from_config
 from tests.groups.local_log import LocalOffsetsLog
@@ -233,6 +234,16 @@ class Node:
         return answers[0]
 
 
+    def commit(self, member: str, generation: int, version: int) -> ErrorCode:
+        group = self.coordinator.group("g")
+        assert group is not None
+        answers: list[dict[Any, ErrorCode]] = []
+        self.coordinator.handle_commit_offsets(
+            group, member, generation, {("a", 0): OffsetAndMetadata(7, -1, "", WALL)},
+            answers.append, version=version)
+        return answers[0][("a", 0)]
+
+
 @pytest.fixture
 def log(tmp_path: Path) -> Any:
     offsets_log = LocalOffsetsLog(tmp_path)
@@ -269,6 +280,15 @@ def test_upgrade_and_downgrade_are_written_and_reloaded(log: LocalOffsetsLog) ->
     assert again.coordinator.group("g") is None
     reloaded = again.manager.get("g")
     assert reloaded is not None and set(reloaded.members) == {"x", "y"}
+
+
+def test_classic_members_commit_with_their_generation(log: LocalOffsetsLog) -> None:
+    node = Node(log)
+    node.manager.groups["g"] = classic_group()
+    node.beat("c", 0)
+    assert node.commit("x", 3, version=8) is ErrorCode.none  # older versions are fine
+    assert node.commit("x", 2, version=8) is ErrorCode.illegal_generation
+    assert node.commit("c", 5, version=8) is ErrorCode.unsupported_version
 
 
 def test_a_disabled_policy_keeps_the_classic_group(log: LocalOffsetsLog) -> None:
