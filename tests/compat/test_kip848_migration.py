@@ -102,6 +102,8 @@ def test_a_rolling_upgrade_under_load_loses_nothing(broker: BrokerProcess,
         members.join("new-1", "consumer")
         members.poll_until(lambda: group_type(conn, group) == "consumer", "the upgrade")
         members.poll_until(members.all_assigned, "the mixed group's assignment")
+        # ConsumerGroupDescribe tells classic (0) from consumer-protocol (1) members.
+        assert sorted(m.member_type for m in describe(conn, group).members) == [0, 0, 1]
         members.leave("classic-1")
         members.join("new-2", "consumer")
         members.poll_until(members.all_assigned, "new-2's assignment")

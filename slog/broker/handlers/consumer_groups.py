@@ -28,8 +28,8 @@ from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
 
-# ConsumerGroupDescribe v1's member_type: this member speaks the consumer protocol.
-MEMBER_TYPE_CONSUMER = 1
+# ConsumerGroupDescribe v1's member_type: the protocol this member speaks.
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 
 
 def _invalid(message: str) -> KafkaApiError:
@@ -125,7 +125,7 @@ def _described(ctx: RequestContext, group: ConsumerGroup, operations: int) -> di
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": _named(ctx, m.assigned),
             "target_assignment": _named(ctx, group.target.get(m.member_id, frozenset())),
-            "member_type": MEMBER_TYPE_CONSUMER,
+            "member_type": MEMBER_TYPE_CONSUMER if m.classic is None else MEMBER_TYPE_CLASSIC,
         } for m in group.members.values()],
         "authorized_operations": operations,
     }
