@@ -140,9 +140,14 @@ class ConsumerGroupCoordinator:
                 group.offsets = classic.offsets
                 log.info("empty classic group %s became a consumer group", group_id)
             else:
-                check_upgrade(classic, self.config.migration_policy)
+                check_upgrade(classic, self.config.migration_policy, self.config.max_size)
                 view, version = self._topics()
                 from_classic(classic, group, view, version, self._clock())
+                for old in classic.members.values():  # a rebalance in progress ends here
+                    classic.invoke_join_callback(old, JoinResult(
+                        old.member_id, ErrorCode.rebalance_in_progress))
+                    classic.invoke_sync_callback(old, SyncResult(
+                        ErrorCode.rebalance_in_progress))
                 log.info("classic group %s upgraded to a consumer group with its %d members",
                          group_id, len(group.members))
             classic.transition_to(GroupState.DEAD, int(time.time() * 1000))

@@ -87,16 +87,18 @@ def _named(partitions: Assignment, topics: TopicsView) -> ClassicAssignment:
 
 
 # -- upgrade -------------------------------------------------------------------------------
-def check_upgrade(classic: GroupMetadata, policy: MigrationPolicy) -> None:
+def check_upgrade(classic: GroupMetadata, policy: MigrationPolicy, max_size: int) -> None:
     """Whether a consumer-protocol member may turn ``classic`` (non-empty) into a consumer
-    group now; GROUP_ID_NOT_FOUND otherwise, as Kafka answers."""
+    group; GROUP_ID_NOT_FOUND otherwise, as Kafka answers (clients take it as fatal). A
+    rebalance in progress does not stop it: its pending requests are answered
+    REBALANCE_IN_PROGRESS and the members rejoin the consumer group."""
     why = None
     if not policy.upgrades:
         why = f"group.consumer.migration.policy is {policy.value}"
     elif classic.protocol_type != CONSUMER_PROTOCOL_TYPE:
         why = f"its protocol type is {classic.protocol_type!r}, not 'consumer'"
-    elif not classic.is_(GroupState.STABLE):
-        why = f"it is {classic.state.value}, not Stable"
+    elif len(classic.members) >= max_size:
+        why = f"its {len(classic.members)} members leave no room (group.consumer.max.size)"
     if why is not None:
         raise KafkaApiError(ErrorCode.group_id_not_found,
                             f"classic group {classic.group_id} cannot be upgraded: {why}")
@@ -105,7 +107,9 @@ def check_upgrade(classic: GroupMetadata, policy: MigrationPolicy) -> None:
 def from_classic(classic: GroupMetadata, group: ConsumerGroup, topics: TopicsView,
                  topics_version: int, now_ms: float) -> None:
     """Fill the new ``group`` with ``classic``'s members, each keeping its assignment at
-    the classic generation (which becomes the group and target epoch)."""
+    the classic generation (which becomes the group and target epoch). During a classic
+    rebalance that is the last synced assignment: a member is counted as holding it
+    until its rejoin says otherwise, so nothing it may still hold moves too early."""
     epoch = classic.generation_id
     group.offsets = classic.offsets
     for old in classic.members.values():

@@ -156,19 +156,21 @@ def test_a_cooperative_classic_member_gives_up_partitions_before_they_move() -> 
     assert beat(group, "c", c.member_epoch, frozenset()).assignment
 
 
-def test_upgrades_need_the_policy_a_stable_group_and_the_consumer_protocol() -> None:
-    check_upgrade(classic_group(), MigrationPolicy.UPGRADE)
-    for policy in (MigrationPolicy.DISABLED, MigrationPolicy.DOWNGRADE):
-        with pytest.raises(KafkaApiError) as exc:
-            check_upgrade(classic_group(), policy)
-        assert exc.value.code is ErrorCode.group_id_not_found
+def test_upgrades_need_the_policy_room_and_the_consumer_protocol() -> None:
+    check_upgrade(classic_group(), MigrationPolicy.UPGRADE, 3)
     rebalancing = classic_group()
     rebalancing.transition_to(GroupState.PREPARING_REBALANCE, WALL)
+    check_upgrade(rebalancing, MigrationPolicy.BIDIRECTIONAL, 3)
+    for policy in (MigrationPolicy.DISABLED, MigrationPolicy.DOWNGRADE):
+        with pytest.raises(KafkaApiError) as exc:
+            check_upgrade(classic_group(), policy, 3)
+        assert exc.value.code is ErrorCode.group_id_not_found
     connect = classic_group()
     connect.protocol_type = "connect"
-    for group in (rebalancing, connect):
-        with pytest.raises(KafkaApiError):
-            check_upgrade(group, MigrationPolicy.BIDIRECTIONAL)
+    with pytest.raises(KafkaApiError):
+        check_upgrade(connect, MigrationPolicy.BIDIRECTIONAL, 3)
+    with pytest.raises(KafkaApiError):
+        check_upgrade(classic_group(), MigrationPolicy.BIDIRECTIONAL, 2)
 
 
 def test_a_classic_member_with_bad_metadata_is_refused() -> None:
@@ -280,6 +282,20 @@ def test_upgrade_and_downgrade_are_written_and_reloaded(log: LocalOffsetsLog) ->
     assert again.coordinator.group("g") is None
     reloaded = again.manager.get("g")
     assert reloaded is not None and set(reloaded.members) == {"x", "y"}
+
+
+def test_an_upgrade_during_a_classic_rebalance_answers_its_pending_joins(
+        log: LocalOffsetsLog) -> None:
+    node = Node(log)
+    classic = node.manager.groups["g"] = classic_group()
+    classic.transition_to(GroupState.PREPARING_REBALANCE, WALL)
+    answers: list[JoinResult] = []
+    classic.members["x"].join_callback = answers.append
+    assert not isinstance(node.beat("c", 0), KafkaApiError)
+    assert [a.error for a in answers] == [ErrorCode.rebalance_in_progress]
+    group = node.coordinator.group("g")
+    assert group is not None and group.owners[(TOPIC_ID, 0)] == "x"  # still counted as x's
+    assert node.join("x").error is ErrorCode.none  # x rejoins the consumer group
 
 
 def test_classic_members_commit_with_their_generation(log: LocalOffsetsLog) -> None:
