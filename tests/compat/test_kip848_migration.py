@@ -49,13 +49,14 @@ class Members:
         self.ownership = Ownership()
         self.seen: set[bytes] = set()
 
-    def join(self, name: str, protocol: str) -> None:
+    def join(self, name: str, protocol: str, strategy: str = "range") -> None:
         config: dict[str, Any] = {
             "bootstrap.servers": self.broker.bootstrap, "group.id": self.group,
             "auto.offset.reset": "earliest", "enable.auto.commit": True,
             "auto.commit.interval.ms": 200, "group.protocol": protocol}
         if protocol == "classic":
-            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+            config.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                           "partition.assignment.strategy": strategy})
         c = Consumer(config)
         c.subscribe([self.topic], **self.ownership.callbacks(name))
         self.consumers[name] = c
@@ -84,8 +85,10 @@ class Members:
             self.leave(name)
 
 
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])  # eager, incremental
 def test_a_rolling_upgrade_under_load_loses_nothing(broker: BrokerProcess,
-                                                     conn: BrokerConnection) -> None:
+                                                     conn: BrokerConnection,
+                                                     strategy: str) -> None:
     topic, partitions, total = unique("mig"), 6, 3000
     create(broker, topic, partitions)
     members = Members(broker, unique("g"), topic)
@@ -94,8 +97,8 @@ def test_a_rolling_upgrade_under_load_loses_nothing(broker: BrokerProcess,
         broker, topic, [b"v%d" % i for i in range(total)], partitions))
     producer.start()
     try:
-        members.join("classic-1", "classic")
-        members.join("classic-2", "classic")
+        members.join("classic-1", "classic", strategy)
+        members.join("classic-2", "classic", strategy)
         members.poll_until(members.all_assigned, "the classic members' first assignment")
         assert group_type(conn, group) == "classic"
         # Classic members replaced one by one by consumer-protocol members.
