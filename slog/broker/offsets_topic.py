@@ -22,6 +22,7 @@ from slog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupC
 from slog.groups.consumer_group import TopicInfo
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.manager import GroupMetadataManager, StoreError
+from slog.groups.migration import MigrationPolicy
 from slog.groups.placement import OFFSETS_TOPIC
 from slog.protocol.errors import ErrorCode
 from slog.replication.controller import NewTopic
@@ -174,6 +175,7 @@ def consumer_group_config(config: BrokerConfig) -> ConsumerGroupConfig:
         max_size=config.get_int("group.consumer.max.size"),
         offsets_retention_ms=config.get_int("offsets.retention.minutes") * 60_000,
         offsets_retention_check_ms=config.get_int("offsets.retention.check.interval.ms"),
+        migration_policy=MigrationPolicy(config.values["group.consumer.migration.policy"]),
     )
 
 
@@ -192,7 +194,9 @@ def build_consumer_group_coordinator(broker: Broker, manager: GroupMetadataManag
             cached[:] = [(view, image.offset)]
         return cached[0]
 
-    return ConsumerGroupCoordinator(consumer_group_config(broker.config), manager, topics)
+    coordinator = ConsumerGroupCoordinator(consumer_group_config(broker.config), manager, topics)
+    coordinator.on_downgrade = broker.groups.adopt_downgraded
+    return coordinator
 
 
 def follow_leadership(broker: Broker, topic: str, on_election: Callable[[int], None],

@@ -169,6 +169,8 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     "group.consumer.heartbeat.interval.ms": ("5000", _int(1, _INT32_MAX)),
     "group.consumer.assignors": ("uniform,range", _choice("uniform", "range", many=True)),
     "group.consumer.max.size": ("2147483647", _int(1, _INT32_MAX)),
+    "group.consumer.migration.policy": (
+        "bidirectional", _choice("disabled", "upgrade", "downgrade", "bidirectional")),
     "offsets.topic.segment.bytes": (str(100 * 1024 * 1024), _int(14)),
     "offsets.commit.timeout.ms": ("5000", _int(1)),
     "offsets.retention.minutes": ("10080", _int(1)),

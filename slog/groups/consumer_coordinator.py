@@ -17,15 +17,19 @@ partitions (through :class:`GroupMetadataManager`, which keeps these groups in
   work per topic or partition;
 * a group id is either classic or consumer: an empty group of one kind becomes
   the other kind when a member of the other protocol arrives (its offsets go
-  along); a non-empty one refuses that member (GROUP_ID_NOT_FOUND for a
-  consumer heartbeat, INCONSISTENT_GROUP_PROTOCOL for a JoinGroup).
+  along); a non-empty one migrates online as ``group.consumer.migration.policy``
+  allows (:mod:`slog.groups.migration`): a consumer heartbeat upgrades a stable
+  classic group, whose members are then served here through JoinGroup, SyncGroup,
+  Heartbeat and LeaveGroup, and the last consumer-protocol member's leaving
+  downgrades it (``on_downgrade`` hands the classic group to the classic
+  coordinator, which rebalances it).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.core.due import WakingDueSchedule
@@ -34,6 +38,7 @@ from slog.groups.consumer_group import (
     JOIN_EPOCH,
     ConsumerGroup,
     ConsumerHeartbeat,
+    GroupSnapshot,
     HeartbeatOutcome,
     TopicsView,
 )
@@ -41,8 +46,22 @@ from slog.groups.consumer_records import change_records, deletion_records
 from slog.groups.coordinator import IDLE_TICK_S, TICK_S, ListedGroup
 from slog.groups.group import GroupMetadata, GroupState
 from slog.groups.manager import GroupMetadataManager
+from slog.groups.member import JoinResult, SyncResult
+from slog.groups.migration import (
+    CONSUMER_PROTOCOL_TYPE,
+    MigrationPolicy,
+    check_upgrade,
+    classic_commit_check,
+    classic_heartbeat,
+    classic_join,
+    classic_protocol_name,
+    classic_sync,
+    from_classic,
+    to_classic,
+)
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 from slog.groups.records import GroupKey, OffsetKey
+from slog.groups.requests import JoinGroupRequest, SyncGroupRequest
 from slog.groups.server_assignors import assignors_from_config
 
 log = logging.getLogger("slog.groups")
@@ -61,6 +80,8 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes
     offsets_retention_check_ms: int = 600_000  # offsets.retention.check.interval.ms
+    # group.consumer.migration.policy
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
 
 def _monotonic_ms() -> float:
@@ -86,6 +107,8 @@ class ConsumerGroupCoordinator:
         self._due: WakingDueSchedule[str] = WakingDueSchedule(clock, TICK_S, IDLE_TICK_S)
         manager.new_consumer_group = self._new_group
         manager.on_consumer_loaded = self._on_loaded
+        # Set by the broker: the classic coordinator takes a downgraded group and rebalances it.
+        self.on_downgrade: Callable[[GroupMetadata], None] = lambda group: None
 
     def _new_group(self, group_id: str) -> ConsumerGroup:
         return ConsumerGroup(group_id, self._assignors, max_size=self.config.max_size)
@@ -113,16 +136,25 @@ class ConsumerGroupCoordinator:
         classic = self.manager.get(group_id)
         group = self._new_group(group_id)
         if classic is not None and not classic.is_(GroupState.DEAD):
-            if not classic.is_(GroupState.EMPTY):
-                raise KafkaApiError(ErrorCode.group_id_not_found,
-                                    f"group {group_id} is a classic group with members")
-            group.offsets = classic.offsets
+            if classic.is_(GroupState.EMPTY):
+                group.offsets = classic.offsets
+                log.info("empty classic group %s became a consumer group", group_id)
+            else:
+                check_upgrade(classic, self.config.migration_policy, self.config.max_size)
+                view, version = self._topics()
+                from_classic(classic, group, view, version, self._clock())
+                for old in classic.members.values():  # a rebalance in progress ends here
+                    classic.invoke_join_callback(old, JoinResult(
+                        old.member_id, ErrorCode.rebalance_in_progress))
+                    classic.invoke_sync_callback(old, SyncResult(
+                        ErrorCode.rebalance_in_progress))
+                log.info("classic group %s upgraded to a consumer group with its %d members",
+                         group_id, len(group.members))
             classic.transition_to(GroupState.DEAD, int(time.time() * 1000))
             del self.manager.groups[group_id]
             if classic.generation_id > 0:
                 self.manager.append(group_id, [(GroupKey(group_id).encode(), None)],
                                     lambda error: None)
-            log.info("empty classic group %s became a consumer group", group_id)
         self.manager.consumer_groups[group_id] = group
         return group
 
@@ -145,6 +177,7 @@ class ConsumerGroupCoordinator:
     # ================================================================== heartbeat
     def handle_heartbeat(self, group_id: str, request: ConsumerHeartbeat,
                          callback: HeartbeatCallback) -> None:
+        snapshot = None
         try:
             self._validate(group_id)
             group = self.group(group_id)
@@ -153,6 +186,10 @@ class ConsumerGroupCoordinator:
                     raise KafkaApiError(ErrorCode.group_id_not_found,
                                         f"group {group_id} does not exist")
                 group = self._take_over_classic(group_id)
+            else:
+                snapshot = group.snapshot((request.member_id, None if request.instance_id
+                                           is None else group.static_members.get(
+                                               request.instance_id)))
             view, version = self._topics()
             outcome: HeartbeatOutcome | KafkaApiError = group.heartbeat(
                 request, view, version, self._clock(), self.config.session_timeout_ms)
@@ -168,14 +205,121 @@ class ConsumerGroupCoordinator:
                 return
         self._schedule(group)
         self._persist(group, lambda error: callback(
-            outcome if error is ErrorCode.none else KafkaApiError(error)))
+            outcome if error is ErrorCode.none else KafkaApiError(error)), snapshot)
 
-    def _persist(self, group: ConsumerGroup, done: Callable[[ErrorCode], None]) -> None:
+    def _persist(self, group: ConsumerGroup, done: Callable[[ErrorCode], None],
+                 snapshot: GroupSnapshot | None = None) -> None:
+        """Write what changed; when that fails, the change is reverted (as Kafka does)
+        unless a later change was made on top of it, and ``done`` gets the error."""
         records = change_records(group, group.take_changes())
-        if records:
-            self.manager.append(group.group_id, records, done)
-        else:
+        if not records:
             done(ErrorCode.none)
+            return
+
+        def written(error: ErrorCode) -> None:
+            if error is not ErrorCode.none and snapshot is not None and \
+                    group.restore(snapshot):
+                log.warning("consumer group %s: writing its change failed (%s); reverted",
+                            group.group_id, error.name)
+            done(error)
+
+        self.manager.append(group.group_id, records, written)
+        self._maybe_downgrade(group)
+
+    def _maybe_downgrade(self, group: ConsumerGroup) -> None:
+        """The last consumer-protocol member is gone and classic ones remain: back to a
+        classic group (its records deleted, the classic group's written), which the
+        classic coordinator rebalances so the members get a classic generation."""
+        if not group.only_classic_members or not self.config.migration_policy.downgrades \
+                or self.group(group.group_id) is not group:
+            return
+        view, _version = self._topics()
+        classic = to_classic(group, view, self._wall())
+        self._delete(group)
+        self.manager.groups[group.group_id] = classic
+        self.manager.store_group(classic, {m.member_id: m.assignment
+                                           for m in classic.members.values()},
+                                 lambda error: None)
+        log.info("consumer group %s downgraded to a classic group with its %d members",
+                 group.group_id, len(classic.members))
+        self.on_downgrade(classic)
+
+    # ================================================================== classic members
+    def classic_group(self, group_id: str) -> ConsumerGroup | None:
+        """The consumer group that serves classic requests for ``group_id``: one that
+        exists and has members (an empty one is given back to the classic coordinator)."""
+        group = self.group(group_id)
+        return group if group is not None and not group.is_empty else None
+
+    def handle_classic_join(self, group: ConsumerGroup, request: JoinGroupRequest,
+                            callback: Callable[[JoinResult], None]) -> None:
+        member_id = request.member_id
+        try:
+            self._validate(group.group_id)
+            if request.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                raise KafkaApiError(ErrorCode.inconsistent_group_protocol,
+                                    f"group {group.group_id} is a consumer group")
+            if not member_id:
+                member_id = GroupMetadata.generate_member_id(request.client_id,
+                                                             request.group_instance_id)
+                if request.require_known_member_id:
+                    callback(JoinResult(member_id, ErrorCode.member_id_required))
+                    return
+            view, version = self._topics()
+            member = classic_join(group, member_id, request.group_instance_id,
+                                  request.client_id, request.client_host,
+                                  request.rebalance_timeout_ms, request.session_timeout_ms,
+                                  request.protocols, view, version, self._clock())
+            result = JoinResult(member_id, generation_id=member.member_epoch,
+                                protocol_type=CONSUMER_PROTOCOL_TYPE,
+                                protocol_name=classic_protocol_name(member))
+        except KafkaApiError as exc:
+            result = JoinResult(member_id, exc.code)
+        self._schedule(group)
+        self._persist(group, lambda error: callback(
+            result if error is ErrorCode.none else JoinResult(member_id, error)))
+
+    def handle_classic_sync(self, group: ConsumerGroup, request: SyncGroupRequest,
+                            callback: Callable[[SyncResult], None]) -> None:
+        try:
+            self._validate(group.group_id)
+            view, _version = self._topics()
+            assignment = classic_sync(group, request.member_id, request.generation_id, view)
+            protocol = classic_protocol_name(group.members[request.member_id])
+        except KafkaApiError as exc:
+            callback(SyncResult(exc.code))
+            return
+        callback(SyncResult(ErrorCode.none, CONSUMER_PROTOCOL_TYPE, protocol, assignment))
+
+    def handle_classic_heartbeat(self, group: ConsumerGroup, member_id: str, generation: int
+                                 ) -> ErrorCode:
+        try:
+            self._validate(group.group_id)
+            error = classic_heartbeat(group, member_id, generation, self._clock())
+        except KafkaApiError as exc:
+            return exc.code
+        self._schedule(group)
+        return error
+
+    def handle_classic_leave(self, group: ConsumerGroup,
+                             leaving: Sequence[tuple[str, str | None]]
+                             ) -> tuple[ErrorCode, list[ErrorCode]]:
+        try:
+            self._validate(group.group_id)
+        except KafkaApiError as exc:
+            return exc.code, []
+        errors = []
+        for member_id, instance_id in leaving:
+            if not member_id and instance_id is not None:
+                member_id = group.static_members.get(instance_id, "")
+            if member_id in group.members:
+                group.remove_member(member_id)
+                errors.append(ErrorCode.none)
+            else:
+                errors.append(ErrorCode.unknown_member_id)
+        group.settle_epoch()
+        self._persist(group, lambda error: None)
+        return ErrorCode.none, errors
 
     # ================================================================== offsets
     def handle_commit_offsets(self, group: ConsumerGroup, member_id: str, member_epoch: int,
@@ -183,10 +327,14 @@ class ConsumerGroupCoordinator:
                               callback: CommitCallback, *, version: int) -> None:
         try:
             self._validate(group.group_id)
-            if version < 9 and (member_id or member_epoch >= 0):
+            member = group.members.get(member_id)
+            if member is not None and member.classic is not None:
+                classic_commit_check(group, member_id, member_epoch)
+            elif version < 9 and (member_id or member_epoch >= 0):
                 raise KafkaApiError(ErrorCode.unsupported_version,
                                     "members of consumer groups commit with OffsetCommit v9+")
-            group.validate_offset_commit(member_id, member_epoch)
+            else:
+                group.validate_offset_commit(member_id, member_epoch)
         except KafkaApiError as exc:
             callback(dict.fromkeys(offsets, exc.code))
             return

@@ -32,7 +32,7 @@ import hashlib
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
@@ -96,6 +96,15 @@ class ConsumerHeartbeat:
     owned: Assignment | None = None
 
 
+@dataclass(frozen=True)
+class ClassicMembership:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside
+    a consumer group, after an online upgrade (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor name, subscription), preferred first
+
+
 @dataclass
 class ConsumerMember:
     member_id: str
@@ -115,6 +124,7 @@ class ConsumerMember:
     # Deadlines on the coordinator's monotonic clock (ms).
     session_deadline_ms: float = 0.0
     revocation_deadline_ms: float | None = None
+    classic: ClassicMembership | None = None  # None: it speaks ConsumerGroupHeartbeat
 
     @property
     def is_static(self) -> bool:
@@ -147,6 +157,19 @@ class HeartbeatOutcome:
     member_id: str
     member_epoch: int
     assignment: Assignment | None  # None: unchanged, not sent
+
+
+@dataclass(frozen=True)
+class GroupSnapshot:
+    """What a heartbeat may change, taken before it (see ConsumerGroup.snapshot)."""
+
+    seq: int
+    epochs: tuple[int, int, int, int | None]  # group, target, metadata hash, metadata version
+    subscribed: dict[str, TopicInfo]
+    members: dict[str, ConsumerMember]
+    copies: dict[str, ConsumerMember]  # the members the heartbeat may change, as they were
+    static_members: dict[str, str]
+    target: dict[str, Assignment]
 
 
 def compile_regex(pattern: str) -> re.Pattern[str]:
@@ -203,6 +226,7 @@ class ConsumerGroup:
         self.offsets = GroupOffsets()
         self.changes = Changes()
         self._bump_pending = False
+        self._snapshots = 0  # the newest snapshot's number
 
     def __repr__(self) -> str:
         return (f"<ConsumerGroup {self.group_id!r} {self.state.value} epoch={self.group_epoch}"
@@ -226,6 +250,11 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
+    @property
+    def only_classic_members(self) -> bool:
+        """Non-empty, and nobody speaks the consumer protocol: a downgrade candidate."""
+        return bool(self.members) and all(m.classic is not None for m in self.members.values())
+
     def assignor_name(self) -> str:
         """The assignor most members asked for (ties: the first asked), else the default."""
         votes: dict[str, int] = {}
@@ -233,6 +262,37 @@ class ConsumerGroup:
             if member.server_assignor is not None:
                 votes[member.server_assignor] = votes.get(member.server_assignor, 0) + 1
         return max(votes, key=lambda n: votes[n]) if votes else self.default_assignor
+
+    # -- reverting a change whose records were not written ------------------------------------
+    def snapshot(self, member_ids: Sequence[str | None]) -> GroupSnapshot:
+        """The group before a change that touches at most ``member_ids`` (besides
+        removals): dicts are copied (pointers, C speed), members only those named, so
+        an idle heartbeat still costs nothing per partition."""
+        self._snapshots += 1
+        copies = {m: replace(self.members[m]) for m in member_ids
+                  if m is not None and m in self.members}
+        return GroupSnapshot(
+            self._snapshots,
+            (self.group_epoch, self.target_epoch, self.metadata_hash, self.metadata_version),
+            self.subscribed, dict(self.members), copies, dict(self.static_members),
+            dict(self.target))
+
+    def restore(self, snapshot: GroupSnapshot) -> bool:
+        """Back to ``snapshot`` (Kafka reverts a change whose records failed to be
+        written); only when no later change was made on top of it. False otherwise."""
+        if snapshot.seq != self._snapshots:
+            return False
+        self.group_epoch, self.target_epoch, self.metadata_hash, self.metadata_version = \
+            snapshot.epochs
+        self.subscribed = snapshot.subscribed
+        self.members = {**snapshot.members, **snapshot.copies}
+        self.static_members = dict(snapshot.static_members)
+        self.target = dict(snapshot.target)
+        self.owners = {tp: m.member_id for m in self.members.values()
+                       for tp in m.assigned | m.pending_revocation}
+        self.changes = Changes()
+        self._bump_pending = False
+        return True
 
     def take_changes(self) -> Changes:
         changes, self.changes = self.changes, Changes()
@@ -400,6 +460,10 @@ class ConsumerGroup:
         """Several reasons in one heartbeat make one new epoch (see _settle_epoch)."""
         self._bump_pending = True
 
+    def settle_epoch(self) -> None:
+        """Make the pending bump one new group epoch (after removals from outside)."""
+        self._settle_epoch()
+
     def _settle_epoch(self) -> None:
         if self._bump_pending:
             self._bump_pending = False
@@ -454,6 +518,14 @@ class ConsumerGroup:
             member.assigned = kept | free
         member.state = MemberState.UNRELEASED_PARTITIONS if wanted - free \
             else MemberState.STABLE
+
+    def step_classic_member(self, member_id: str, owned: Assignment, now_ms: float) -> None:
+        """A classic member's JoinGroup both reports what it owns and asks for its next
+        assignment: when that report acknowledges its pending revocations, go on at
+        once rather than after one more rejoin."""
+        member = self.members[member_id]
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            self._reconcile(member, owned, now_ms)
 
     def _release(self, member: ConsumerMember, partitions: Assignment) -> None:
         for tp in partitions:

@@ -28,7 +28,13 @@ from enum import IntEnum
 from typing import TypeVar
 
 from slog.core.wire import Reader, WireFormatError, Writer
-from slog.groups.consumer_group import Changes, ConsumerGroup, ConsumerMember, MemberState
+from slog.groups.consumer_group import (
+    Changes,
+    ClassicMembership,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+)
 from slog.groups.server_assignors import Assignment, TopicIdPartition
 
 T = TypeVar("T")
@@ -107,6 +113,11 @@ class _FlexWriter(Writer):
         self._buf += uuid.UUID(value).bytes
         return self
 
+    def cbytes(self, value: bytes) -> _FlexWriter:
+        self.uvarint(len(value) + 1)
+        self._buf += value
+        return self
+
     def int8(self, value: int) -> _FlexWriter:
         self._buf += value.to_bytes(1, "big", signed=True)
         return self
@@ -160,6 +171,10 @@ class _FlexReader(Reader):
     def uuid(self) -> str:
         return str(uuid.UUID(bytes=self._take(16)))
 
+    def cbytes(self) -> bytes:
+        size = self.uvarint() - 1
+        return self._take(size) if size > 0 else b""
+
     def int8(self) -> int:
         return int.from_bytes(self._take(1), "big", signed=True)
 
@@ -211,11 +226,42 @@ def decode_group_metadata(data: bytes) -> tuple[int, int]:
     return epoch, Reader(tagged).int64() if tagged is not None and len(tagged) == 8 else 0
 
 
+CLASSIC_MEMBER_TAG = 0  # ClassicMemberMetadata: a classic member after an online upgrade
+
+
+def _write_protocol(w: _FlexWriter, protocol: tuple[str, bytes]) -> None:
+    w.cstring(protocol[0]).cbytes(protocol[1]).tags()
+
+
+def _read_protocol(r: _FlexReader) -> tuple[str, bytes]:
+    name = r.required_cstring()
+    data = r.cbytes()
+    r.tags()
+    return name, data
+
+
+def _classic_tags(m: ConsumerMember) -> dict[int, bytes]:
+    if m.classic is None:
+        return {}
+    w = _FlexWriter().int32(m.classic.session_timeout_ms)
+    w.carray(m.classic.protocols, _write_protocol).tags()
+    return {CLASSIC_MEMBER_TAG: w.getvalue()}
+
+
+def _read_classic(data: bytes | None) -> ClassicMembership | None:
+    if data is None:
+        return None
+    r = _FlexReader(data)
+    timeout = r.int32()
+    protocols = tuple(r.carray(_read_protocol))
+    return ClassicMembership(timeout, protocols)
+
+
 def encode_member_metadata(m: ConsumerMember) -> bytes:
     w = _FlexWriter().int16(VALUE_VERSION)
     (w.cstring(m.instance_id).cstring(m.rack_id).cstring(m.client_id).cstring(m.client_host)
      .carray(m.subscribed_topic_names, _FlexWriter.cstring).cstring(m.subscribed_topic_regex)
-     .int32(m.rebalance_timeout_ms).cstring(m.server_assignor).tags())
+     .int32(m.rebalance_timeout_ms).cstring(m.server_assignor).tags(_classic_tags(m)))
     return w.getvalue()
 
 
@@ -227,9 +273,9 @@ def decode_member_metadata(member_id: str, data: bytes) -> ConsumerMember:
     regex = r.cstring()
     timeout = r.int32()
     assignor = r.cstring()
-    r.tags()
+    classic = _read_classic(r.tags().get(CLASSIC_MEMBER_TAG))
     return ConsumerMember(member_id, instance, rack, client_id, client_host, topics, regex,
-                          assignor, timeout)
+                          assignor, timeout, classic=classic)
 
 
 def encode_target_metadata(epoch: int) -> bytes:

@@ -758,6 +758,14 @@ class GroupCoordinator:
         return ErrorCode.none, errors
 
     # ================================================================== loading
+    def adopt_downgraded(self, group: GroupMetadata) -> None:
+        """A consumer group that became classic again (KIP-848's downgrade, see
+        ``migration``): its members get sessions here and rejoin in a rebalance, so
+        each learns a classic generation and an assignment its leader computes."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, "downgraded from a consumer group")
+
     def _on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
             self._schedule_heartbeat(group, member)

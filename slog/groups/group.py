@@ -146,7 +146,8 @@ class GroupMetadata:
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
-    def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:
+    @staticmethod
+    def generate_member_id(client_id: str, group_instance_id: str | None) -> str:
         """Kafka's format: ``<group.instance.id or client.id>-<UUID>``."""
         return f"{group_instance_id if group_instance_id is not None else client_id}-{uuid.uuid4()}"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from slog.client.connection import BrokerConnection
@@ -73,17 +73,16 @@ def assigned_member(broker: BrokerProcess, group: str, topic: str) -> Consumer:
     return member
 
 
-@pytest.fixture
-def conn(broker: BrokerProcess) -> Iterator[BrokerConnection]:
-    """A connection to a broker whose __consumer_offsets exists and is loaded."""
-    host, port = broker.bootstrap.rsplit(":", 1)
-    with BrokerConnection(host, int(port)).connect() as connection:
-        deadline = time.monotonic() + TIMEOUT_S
-        while connection.request(ApiKey.FIND_COORDINATOR, {"key": "any", "key_type": 0},
-                                 version=3).error_code:
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        yield connection
+def produce_slowly(broker: BrokerProcess, topic: str, values: list[bytes],
+                   partitions: int) -> None:
+    """A load spread over a few seconds, round robin over the partitions."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i, value in enumerate(values):
+        producer.produce(topic, value, partition=i % partitions)
+        if i % 100 == 0:
+            producer.poll(0)
+            time.sleep(0.02)
+    producer.flush(TIMEOUT_S)
 
 
 def describe(conn: BrokerConnection, group: str) -> Any:
@@ -159,15 +158,6 @@ def test_members_join_and_leave_under_load(broker: BrokerProcess,
     create(broker, topic, partitions)
     values = [b"v%d" % i for i in range(total)]
 
-    def load() -> None:
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
-        for i, value in enumerate(values):
-            producer.produce(topic, value, partition=i % partitions)
-            if i % 100 == 0:
-                producer.poll(0)
-                time.sleep(0.02)
-        producer.flush(TIMEOUT_S)
-
     ownership = Ownership()
     members: dict[str, Consumer] = {}
     seen: set[bytes] = set()
@@ -185,7 +175,7 @@ def test_members_join_and_leave_under_load(broker: BrokerProcess,
                 if msg is not None and msg.error() is None:
                     seen.add(msg.value())
 
-    producer = threading.Thread(target=load)
+    producer = threading.Thread(target=produce_slowly, args=(broker, topic, values, partitions))
     producer.start()
     join("a")
     poll_all(30)
@@ -326,32 +316,24 @@ def test_group_state_survives_a_restart(broker: BrokerProcess, conn: BrokerConne
         assert (left.error_code, left.member_epoch) == (ErrorCode.none, -1)
 
 
-def test_classic_and_consumer_groups_do_not_mix(broker: BrokerProcess,
-                                                conn: BrokerConnection) -> None:
+def test_a_classic_member_joins_a_consumer_group(broker: BrokerProcess,
+                                                 conn: BrokerConnection) -> None:
+    """As in Kafka 4, a classic JoinGroup for a consumer group with members joins it
+    (the server assigns); the other direction is tests/compat/test_kip848_migration.py."""
     topic, group = unique("k6"), unique("g")
-    create(broker, topic, 1)
+    create(broker, topic, 2)
     member = assigned_member(broker, group, topic)
     classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
-                        "group.protocol": "classic", "session.timeout.ms": 6000})
+                        "group.protocol": "classic", "session.timeout.ms": 6000,
+                        "heartbeat.interval.ms": 300})
     classic.subscribe([topic])
     deadline = time.monotonic() + TIMEOUT_S
-    while (msg := classic.poll(0.2)) is None or msg.error() is None:
-        assert time.monotonic() < deadline and not classic.assignment()
-    assert msg.error().code() == KafkaError.INCONSISTENT_GROUP_PROTOCOL
-    classic.close()
-    # A consumer heartbeat to a classic group with members: not a consumer group.
-    old = unique("g")
-    classic = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": old,
-                        "group.protocol": "classic", "session.timeout.ms": 6000})
-    classic.subscribe([topic])
-    deadline = time.monotonic() + TIMEOUT_S
-    while not classic.assignment():
+    while len(classic.assignment()) != 1 or len(member.assignment()) != 1:
         assert time.monotonic() < deadline
-        classic.poll(0.1)
-    answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, {
-        "group_id": old, "member_id": "x", "member_epoch": 0, "rebalance_timeout": 1000,
-        "subscribed_topic_names": [topic], "topic_partitions": []}, version=1)
-    assert answer.error_code == ErrorCode.group_id_not_found
+        classic.poll(0.05)
+        member.poll(0.05)
+    described = describe(conn, group)
+    assert described.error_code == ErrorCode.none and len(described.members) == 2
     classic.close()
     member.close()
 

@@ -12,7 +12,7 @@ import pytest
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from slog.groups.consumer_group import ConsumerHeartbeat, HeartbeatOutcome, TopicInfo
-from slog.groups.manager import GroupMetadataManager
+from slog.groups.manager import GroupMetadataManager, StoreError
 from slog.groups.offsets import OffsetAndMetadata
 from tests.groups.local_log import LocalOffsetsLog
 
@@ -138,3 +138,42 @@ def test_empty_groups_change_kind(log: LocalOffsetsLog) -> None:
     assert back is not None and back.offsets.get(("a", 0)) == OffsetAndMetadata(3)
     assert node.coordinator.group("g") is None
     assert a.member_epoch > 0
+
+
+class FailingLog(LocalOffsetsLog):
+    """A log whose appends fail while ``failing`` (as when the disk refuses a write)."""
+
+    failing = False
+
+    def append(self, partition: int, batch: bytes) -> int:
+        if self.failing:
+            raise StoreError(ErrorCode.unknown_server_error, "the disk refused")
+        return super().append(partition, batch)
+
+
+def test_a_change_whose_records_fail_is_reverted(tmp_path: Path) -> None:
+    log = FailingLog(tmp_path)
+    try:
+        node = Node(log)
+        a = node.beat("a", 0)
+        group = node.coordinator.group("g")
+        assert group is not None
+        before = (group.group_epoch, group.target_epoch, dict(group.target),
+                  dict(group.owners), {m: (x.member_epoch, x.assigned)
+                                       for m, x in group.members.items()})
+        log.failing = True
+        with pytest.raises(KafkaApiError) as exc:
+            node.beat("b", 0)  # a join: new epoch, new target, a's partitions to revoke
+        assert exc.value.code is ErrorCode.unknown_server_error
+        with pytest.raises(KafkaApiError):
+            node.beat("a", -1)  # a leave
+        after = (group.group_epoch, group.target_epoch, dict(group.target),
+                 dict(group.owners), {m: (x.member_epoch, x.assigned)
+                                      for m, x in group.members.items()})
+        assert after == before
+        log.failing = False
+        assert node.beat("a", a.member_epoch, owned=a.assignment).member_epoch == \
+            a.member_epoch  # the member goes on as if nothing happened
+        assert node.beat("b", 0).member_epoch == group.group_epoch
+    finally:
+        log.close()

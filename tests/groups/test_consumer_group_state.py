@@ -246,3 +246,20 @@ def test_assignors_config() -> None:
     assert set(ASSIGNORS) == {"uniform", "range"}
     with pytest.raises(KafkaApiError):
         assignors_from_config("cooperative-sticky")
+
+
+def test_a_snapshot_restores_what_a_heartbeat_changed_unless_a_later_one_followed() -> None:
+    g = group()
+    a = beat(g, "a", 0)
+    state = (g.group_epoch, g.target_epoch, dict(g.target), dict(g.owners),
+             g.members["a"].assigned)
+    first = g.snapshot(("b",))
+    beat(g, "b", 0)
+    assert g.restore(first)
+    assert (g.group_epoch, g.target_epoch, dict(g.target), dict(g.owners),
+            g.members["a"].assigned) == state and set(g.members) == {"a"}
+    first = g.snapshot(("a",))
+    beat(g, "a", a.member_epoch, topics=["t", "u"])
+    g.snapshot(("a",))  # a later change on top: the first one is no longer revertible
+    assert not g.restore(first)
+    assert g.members["a"].subscribed_topic_names == ("t", "u")

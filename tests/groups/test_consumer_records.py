@@ -8,7 +8,13 @@ import uuid
 import pytest
 
 from slog.core.wire import WireFormatError
-from slog.groups.consumer_group import ConsumerGroup, ConsumerHeartbeat, TopicInfo
+from slog.groups.consumer_group import (
+    ClassicMembership,
+    ConsumerGroup,
+    ConsumerHeartbeat,
+    ConsumerMember,
+    TopicInfo,
+)
 from slog.groups.consumer_records import (
     ConsumerGroupKey,
     ConsumerGroupReplay,
@@ -53,12 +59,24 @@ def test_member_metadata_roundtrip_skips_unknown_tags() -> None:
     g.heartbeat(ConsumerHeartbeat("m", 0, "cid", "/h", "inst", "rack", 9000, ["a"], "b.*",
                                   "uniform", frozenset()), TOPICS, 1, 0, 45000)
     data = encode_member_metadata(g.members["m"])
-    tagged = data[:-1] + b"\x01\x00\x02zz"  # ClassicMemberMetadata-like tag: skipped
+    tagged = data[:-1] + b"\x01\x07\x02zz"  # a tag slog does not know: skipped
     back = decode_member_metadata("m", tagged)
     assert (back.instance_id, back.rack_id, back.client_id, back.client_host,
             back.subscribed_topic_names, back.subscribed_topic_regex,
             back.rebalance_timeout_ms, back.server_assignor) == \
         ("inst", "rack", "cid", "/h", ("a",), "b.*", 9000, "uniform")
+
+
+def test_a_classic_members_metadata_roundtrips_in_tag_0() -> None:
+    g = ConsumerGroup("g", assignors_from_config("uniform"))
+    g.heartbeat(ConsumerHeartbeat("m", 0, "cid", "/h", None, None, 9000, ["a"], None,
+                                  None, frozenset()), TOPICS, 1, 0, 45000)
+    g.members["m"].classic = ClassicMembership(30000, (("range", b"\x00\x01"),
+                                                        ("roundrobin", b"")))
+    back = decode_member_metadata("m", encode_member_metadata(g.members["m"]))
+    assert back.classic == g.members["m"].classic
+    assert decode_member_metadata("m", encode_member_metadata(
+        ConsumerMember("n"))).classic is None
 
 
 def test_a_group_replayed_from_its_records_is_the_same() -> None:

@@ -12,8 +12,7 @@ from typing import Any
 
 from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE
-from slog.broker.handlers.groups import _answer, _client_host
+from slog.broker.handlers.common import NONE, answer_of, client_host
 from slog.core.acls import ResourceType
 from slog.core.kafka_errors import KafkaApiError
 from slog.groups.consumer_group import (
@@ -29,8 +28,8 @@ from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import millis
 
-# ConsumerGroupDescribe v1's member_type: this member speaks the consumer protocol.
-MEMBER_TYPE_CONSUMER = 1
+# ConsumerGroupDescribe v1's member_type: the protocol this member speaks.
+MEMBER_TYPE_CLASSIC, MEMBER_TYPE_CONSUMER = 0, 1
 
 
 def _invalid(message: str) -> KafkaApiError:
@@ -66,7 +65,7 @@ def _heartbeat_request(ctx: RequestContext, request: Any) -> ConsumerHeartbeat:
     elif epoch < STATIC_LEAVE_EPOCH:
         raise _invalid(f"MemberEpoch {epoch} is invalid.")
     return ConsumerHeartbeat(
-        member_id, epoch, ctx.header.client_id or "", _client_host(ctx), request.instance_id,
+        member_id, epoch, ctx.header.client_id or "", client_host(ctx), request.instance_id,
         request.rack_id, rebalance,
         None if request.subscribed_topic_names is None
         else tuple(request.subscribed_topic_names),
@@ -86,7 +85,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> dict[st
         heartbeat = _heartbeat_request(ctx, request)
     except KafkaApiError as exc:
         return _failed(exc)
-    result: HeartbeatOutcome | KafkaApiError = await _answer(
+    result: HeartbeatOutcome | KafkaApiError = await answer_of(
         lambda cb: coordinator.handle_heartbeat(request.group_id, heartbeat, cb))
     if isinstance(result, KafkaApiError):
         return _failed(result)
@@ -126,7 +125,7 @@ def _described(ctx: RequestContext, group: ConsumerGroup, operations: int) -> di
             "subscribed_topic_regex": m.subscribed_topic_regex,
             "assignment": _named(ctx, m.assigned),
             "target_assignment": _named(ctx, group.target.get(m.member_id, frozenset())),
-            "member_type": MEMBER_TYPE_CONSUMER,
+            "member_type": MEMBER_TYPE_CONSUMER if m.classic is None else MEMBER_TYPE_CLASSIC,
         } for m in group.members.values()],
         "authorized_operations": operations,
     }

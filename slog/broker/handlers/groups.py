@@ -10,19 +10,17 @@ does (:mod:`slog.broker.topic_creator`, from any broker).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from slog.broker.authorized_operations import NOT_REQUESTED, authorized_operations
 from slog.broker.dispatcher import RequestContext
-from slog.broker.handlers.common import NONE
+from slog.broker.handlers.common import NONE, answer_of, client_host
 from slog.broker.offsets_topic import offsets_topic_spec
 from slog.broker.transaction_state import transaction_topic_spec
 from slog.core.acls import Operation, ResourceType
-from slog.core.kafka_errors import KafkaApiError
 from slog.groups.consumer_view import classic_summary
 from slog.groups.coordinator import GroupCoordinator
 from slog.groups.group import GroupSummary
@@ -47,29 +45,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("slog.groups")
 
-T = TypeVar("T")
 KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION = 0, 1
 NO_OFFSET = -1
 
 
 def _coordinator(ctx: RequestContext) -> GroupCoordinator:
     return ctx.broker.groups
-
-
-async def _answer(register: Callable[[Callable[[T], None]], None]) -> T:
-    """Call ``register(callback)`` and wait for the callback's argument."""
-    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-    def resolve(value: T) -> None:
-        if not future.done():
-            future.set_result(value)
-
-    register(resolve)
-    return await future
-
-
-def _client_host(ctx: RequestContext) -> str:
-    return "/" + ctx.peer.rpartition(":")[0]
 
 
 # -- FindCoordinator ----------------------------------------------------------------------
@@ -144,15 +125,18 @@ async def join_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
     instance = getattr(request, "group_instance_id", None)
     joining = JoinGroupRequest(
         request.group_id, request.member_id, instance, ctx.header.client_id or "",
-        _client_host(ctx), rebalance, session, request.protocol_type,
+        client_host(ctx), rebalance, session, request.protocol_type,
         [(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=v >= 4 and instance is None, support_skip_assignment=v >= 9)
-    try:  # an empty KIP-848 group of that id becomes classic; a non-empty one refuses
-        ctx.broker.consumer_groups.release_to_classic(request.group_id)
-    except KafkaApiError as exc:
-        result = JoinResult(request.member_id, exc.code)
-    else:
-        result = await _answer(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
+    consumers = ctx.broker.consumer_groups
+    upgraded = consumers.classic_group(request.group_id)
+    result: JoinResult
+    if upgraded is not None:  # a consumer group serves its classic members
+        result = await answer_of(
+            lambda cb: consumers.handle_classic_join(upgraded, joining, cb))
+    else:  # an empty KIP-848 group of that id becomes classic
+        consumers.release_to_classic(request.group_id)
+        result = await answer_of(lambda cb: _coordinator(ctx).handle_join_group(joining, cb))
     return {
         "throttle_time": 0, "error_code": result.error,
         "generation_id": result.generation_id,
@@ -176,14 +160,21 @@ async def sync_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         request.group_id, request.generation_id, request.member_id,
         getattr(request, "group_instance_id", None), protocol_type, protocol_name,
         {a.member_id: a.assignment for a in request.assignments})
-    result: SyncResult = await _answer(
-        lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb))
+    upgraded = ctx.broker.consumer_groups.classic_group(request.group_id)
+    result: SyncResult = await answer_of(
+        (lambda cb: ctx.broker.consumer_groups.handle_classic_sync(upgraded, syncing, cb))
+        if upgraded is not None else
+        (lambda cb: _coordinator(ctx).handle_sync_group(syncing, cb)))
     return {"throttle_time": 0, "error_code": result.error,
             "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
             "assignment": result.assignment}
 
 
 async def heartbeat(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    upgraded = ctx.broker.consumer_groups.classic_group(request.group_id)
+    if upgraded is not None:
+        return {"throttle_time": 0, "error_code": ctx.broker.consumer_groups
+                .handle_classic_heartbeat(upgraded, request.member_id, request.generation_id)}
     error = _coordinator(ctx).handle_heartbeat(HeartbeatRequest(
         request.group_id, request.member_id, getattr(request, "group_instance_id", None),
         request.generation_id))
@@ -195,7 +186,10 @@ async def leave_group(ctx: RequestContext, request: Any) -> dict[str, Any]:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
-    error, errors = _coordinator(ctx).handle_leave_group(request.group_id, leaving)
+    upgraded = ctx.broker.consumer_groups.classic_group(request.group_id)
+    error, errors = _coordinator(ctx).handle_leave_group(request.group_id, leaving) \
+        if upgraded is None else \
+        ctx.broker.consumer_groups.handle_classic_leave(upgraded, leaving)
     if ctx.version < 3:  # one member: its error is the error
         single = errors[0] if errors and error is ErrorCode.none else error
         return {"throttle_time": 0, "error_code": single}
@@ -239,7 +233,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
     consumer_group = ctx.broker.consumer_groups.group(request.group_id)
     if offsets and consumer_group is not None:
         # v9's generation_id_or_member_epoch: a KIP-848 member's epoch.
-        stored: dict[TopicPartition, ErrorCode] = await _answer(
+        stored: dict[TopicPartition, ErrorCode] = await answer_of(
             lambda cb: ctx.broker.consumer_groups.handle_commit_offsets(
                 consumer_group, request.member_id, request.generation_id_or_member_epoch,
                 offsets, cb, version=ctx.version))
@@ -250,7 +244,7 @@ async def offset_commit(ctx: RequestContext, request: Any) -> dict[str, Any]:
             request.group_id, request.member_id, getattr(request, "group_instance_id", None),
             request.generation_id_or_member_epoch, offsets,
             report_unknown_group=ctx.version >= 9)
-        committed: dict[TopicPartition, ErrorCode] = await _answer(
+        committed: dict[TopicPartition, ErrorCode] = await answer_of(
             lambda cb: _coordinator(ctx).handle_commit_offsets(commit, cb))
         errors.update(committed)
     return {"throttle_time": 0, "topics": [
