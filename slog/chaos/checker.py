@@ -24,6 +24,7 @@ from typing import Any
 from slog.chaos.history import History
 
 FINAL = "final"  # the read of every partition from 0 to its HW once the cluster healed
+REPLICA = "replica-"  # a replica's files, read once the brokers stopped: replica-<broker>
 CLASSES = ("lost", "unseen", "duplicate", "inconsistent", "nonmonotonic", "double-owner")
 EXAMPLES = 5  # of each anomaly kept for the report
 
@@ -80,9 +81,12 @@ def check(history: History, *, idempotent: bool = True) -> Verdict:
     # a consumer that read it once does not make up for the log losing it later.
     has_final = any(read.source == FINAL for read in history.reads)
     kept: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    replicas: dict[int, set[str]] = defaultdict(set)  # partition -> replicas read from files
 
     for read in history.reads:
         pos = (read.partition, read.offset)
+        if read.source.startswith(REPLICA):
+            replicas[read.partition].add(read.source)
         positions[read.value].add(pos)
         at[pos][read.value].add(read.source)
         if not has_final or read.source == FINAL:
@@ -106,6 +110,10 @@ def check(history: History, *, idempotent: bool = True) -> Verdict:
             kind = "lost" if highest_read[ack.partition] > ack.offset else "unseen"
             found.add(kind, f"{ack.value} acked at p{ack.partition}@{ack.offset}")
         # seen elsewhere only: the position holds two values, reported as inconsistent below
+        for source in replicas.get(ack.partition, ()):
+            if source not in at[(ack.partition, ack.offset)].get(ack.value, ()):
+                found.add("lost", f"{ack.value} acked at p{ack.partition}@{ack.offset}, "
+                                  f"missing from {source}")
     for value, where in positions.items():
         if len(where) > 1:
             found.add("duplicate", f"{value} at {sorted(where)}")

@@ -48,7 +48,8 @@ def mount(state_dir: Path) -> None:
                         answer = operations.durability.cut().to_json()
                 elif command == "pending":
                     with operations.lock:
-                        answer = operations.durability.pending().to_json()
+                        answer = {**operations.durability.pending().to_json(),
+                                  "entries": operations.durability.unsynced_entries()}
                 else:
                     answer = {"error": f"unknown command {command!r}; use cut or pending"}
             except Exception as exc:  # reported to the caller, the mount stays up

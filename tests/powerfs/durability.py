@@ -150,6 +150,16 @@ class Durability:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._object(inode))
 
+    def unsynced_entries(self) -> list[str]:
+        """The names whose directory entry a cut would change, relative to the tree."""
+        restorer = _Restorer(self.tree, self.objects, self._entries)
+        names = []
+        for (parent_inode, name), entry in self._entries.items():
+            parent = restorer.dir_path(parent_inode)
+            where = str((parent / name).relative_to(self.tree)) if parent else f"?/{name}"
+            names.append(f"{where} (was {entry[0] if entry else 'absent'})")
+        return sorted(names)
+
     # -- the cut -----------------------------------------------------------------------
     def pending(self) -> CutStats:
         """What a cut now would drop."""
