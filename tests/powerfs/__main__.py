@@ -21,10 +21,8 @@ def _syncfs(path: Path) -> None:
     killed processes) to us as writes, so that the cut drops them too."""
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        libc.syncfs(fd)
-    finally:
-        os.close(fd)
+    libc.syncfs(fd)  # a C call: it sets errno, it does not raise
+    os.close(fd)
 
 
 def mount(state_dir: Path) -> None:

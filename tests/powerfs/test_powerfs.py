@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from slog.core.names import fsync_dir
 from tests.powerfs import PowerFS, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
@@ -30,14 +31,6 @@ def root(powerfs: PowerFS, request: pytest.FixtureRequest) -> Path:
     path.mkdir()
     fsync_dir(powerfs.mount)
     return path
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_synced(path: Path, data: bytes) -> None:

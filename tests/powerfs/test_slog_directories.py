@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from slog.core.checkpoint import write_atomically
-from slog.core.names import make_private_dir
+from slog.core.names import fsync_dir, make_private_dir
 from tests.powerfs import PowerFS, available
-from tests.powerfs.test_powerfs import fsync_dir
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
