@@ -85,7 +85,7 @@ class Nemesis:
             "power-loss": self._power_loss,
         }[op.kind]
         events = self.events
-        before = self._committed() if op.kind == "power-loss" else {}
+        before = self._committed() if op.kind == "power-loss" else None
         broker, detail = handler(op)
         healed = time.time()
         try:
@@ -153,7 +153,9 @@ class Nemesis:
 
     def _offsets_went_back(self, before: dict[int, int]) -> str:
         """After a power loss, once healthy: no committed offset may be lower than before."""
-        after = self._committed()
+        after = self._committed(attempts=5)
+        if after is None:
+            return "; committed offsets unavailable after the loss: not compared"
         back = {p: (o, after.get(p, -1)) for p, o in before.items() if after.get(p, -1) < o}
         if not back:
             return f"; committed offsets of {len(before)} partitions kept"
@@ -162,14 +164,19 @@ class Nemesis:
         self.offsets_went_back.append(went_back)
         return f"; {went_back}"
 
-    def _committed(self) -> dict[int, int]:
+    def _committed(self, attempts: int = 1) -> dict[int, int] | None:
+        """The group's committed offsets, or None if they cannot be read (no coordinator
+        just now): then this loss goes unchecked, and says so."""
         if self.committed is None:
-            return {}
-        try:
-            return self.committed()
-        except Exception as exc:  # no coordinator just now: this loss goes unchecked
-            self.log(f"committed offsets unavailable: {exc}")
-            return {}
+            return None
+        for attempt in range(attempts):
+            try:
+                return self.committed()
+            except Exception as exc:
+                self.log(f"committed offsets unavailable: {exc}")
+                if attempt + 1 < attempts:
+                    time.sleep(1)
+        return None
 
     def _clean_stop(self, op: Op) -> tuple[int, str]:
         broker = self._target("leader", op)
