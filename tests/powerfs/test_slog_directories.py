@@ -26,3 +26,29 @@ def test_new_directories_and_what_is_fsynced_in_them_survive(tmp_path: Path) -> 
         fs.cut()
         assert (deep / "leader-epoch-checkpoint").read_bytes() == b"0\n"
         assert oct(os.stat(root / "metadata").st_mode & 0o777) == "0o700"
+
+
+def test_sealed_segments_keep_their_indexes_through_a_power_cut(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A roll trims the sealed segment's index files; the trim must be durable, or every
+    restart after a power loss finds each sealed index corrupt and rebuilds it."""
+    from slog.core.log import PartitionLog
+    from tests.unit.test_log import Clock, config, fill
+
+    with PowerFS(tmp_path / "state") as fs:
+        directory = make_private_dir(fs.mount / "data" / "t-0")
+        log = PartitionLog.open(directory, config(), time=Clock())
+        fill(log, 65)  # 20 batches per segment: three rolls
+        assert log.recovery_point == 60  # the sealed segments' fsyncs are done
+        sealed = [(s.offset_index.path, s.offset_index.path.stat().st_size)
+                  for s in log.segments[:-1]]
+        fs.cut()  # a power loss: the process dies with the machine, nothing is closed
+        for path, size in sealed:
+            assert path.stat().st_size == size, path
+        caplog.clear()
+        reopened = PartitionLog.open(directory, config(), time=Clock(), clean_shutdown=False)
+        assert "rebuilding" not in caplog.text
+        assert reopened.log_end_offset >= 60
+        reopened.close()
+        # the old log is left as a dead process leaves it (its maps now reach past the
+        # ends of the files the cut shortened: closing it would touch them)
