@@ -606,8 +606,10 @@ class LogSegment:
         if file_length > position:
             self._remap(position)
             os.ftruncate(self._fd, position)
-        self.offset_index.trim()
-        self.time_index.trim()
+        # Durably: a cut lost to a power loss fails the next load, and the segment is
+        # recovered again at every start after every later power loss.
+        self.offset_index.trim(sync=True)
+        self.time_index.trim(sync=True)
         self._indexes_missing = False
         if position:  # no valid byte: nothing to make durable (a lost cut is redone)
             self.flush()
