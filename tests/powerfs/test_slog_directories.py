@@ -52,3 +52,28 @@ def test_sealed_segments_keep_their_indexes_through_a_power_cut(
         reopened.close()
         # the old log is left as a dead process leaves it (its maps now reach past the
         # ends of the files the cut shortened: closing it would touch them)
+
+
+def test_a_recovered_segment_keeps_its_cut_indexes_through_a_power_cut(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Recovery cuts the indexes it rebuilt; the cut must be durable, or the segment is
+    found corrupt, and recovered, at every start after every later power loss."""
+    from slog.core.log import PartitionLog
+    from tests.unit.test_log import Clock, config, fill
+
+    with PowerFS(tmp_path / "state") as fs:
+        directory = make_private_dir(fs.mount / "data" / "t-0")
+        log = PartitionLog.open(directory, config(), time=Clock())
+        fill(log, 45)  # two sealed segments
+        first = log.segments[0].offset_index.path
+        log.close()
+        with open(first, "r+b") as index:  # a durable zero tail, as a lost cut leaves
+            index.truncate(first.stat().st_size + 4096)
+            os.fsync(index.fileno())
+        PartitionLog.open(directory, config(), time=Clock(), clean_shutdown=False).close()
+        fs.cut()
+        caplog.clear()
+        reopened = PartitionLog.open(directory, config(), time=Clock(), clean_shutdown=True)
+        assert "corrupt" not in caplog.text
+        assert reopened.log_end_offset == 45
+        reopened.close()
