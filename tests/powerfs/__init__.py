@@ -67,6 +67,16 @@ def request(state_dir: Path, command: str, timeout_s: float = 120.0) -> dict[str
     return result
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGTERM (libfuse unmounts on it) when the test process dies, even
+    of a crash that skips every teardown."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 class PowerFS:
     """A mounted powerfs in a child process, for tests."""
 
@@ -87,7 +97,7 @@ class PowerFS:
         log = open(self.state_dir / "powerfs.log", "ab")  # noqa: SIM115 (the child keeps it)
         self._process = subprocess.Popen(
             [sys.executable, "-m", "tests.powerfs", "mount", str(self.state_dir)],
-            stdout=log, stderr=log, env=env)
+            stdout=log, stderr=log, env=env, preexec_fn=_die_with_parent)
         log.close()
         deadline = time.monotonic() + timeout_s
         while not (os.path.ismount(self.mount) and (self.state_dir / CONTROL).exists()):
