@@ -21,9 +21,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from slog.chaos.history import History
+from slog.chaos.history import Ack, History
 
 FINAL = "final"  # the read of every partition from 0 to its HW once the cluster healed
+REPLICA = "replica-"  # a replica's files, read once the brokers stopped: replica-<broker>
 CLASSES = ("lost", "unseen", "duplicate", "inconsistent", "nonmonotonic", "double-owner")
 EXAMPLES = 5  # of each anomaly kept for the report
 
@@ -80,9 +81,13 @@ def check(history: History, *, idempotent: bool = True) -> Verdict:
     # a consumer that read it once does not make up for the log losing it later.
     has_final = any(read.source == FINAL for read in history.reads)
     kept: dict[str, set[tuple[int, int]]] = defaultdict(set)
+    # partition -> replica -> the offsets found in its files
+    replicas: dict[int, dict[str, set[int]]] = defaultdict(lambda: defaultdict(set))
 
     for read in history.reads:
         pos = (read.partition, read.offset)
+        if read.source.startswith(REPLICA):
+            replicas[read.partition][read.source].add(read.offset)
         positions[read.value].add(pos)
         at[pos][read.value].add(read.source)
         if not has_final or read.source == FINAL:
@@ -102,6 +107,7 @@ def check(history: History, *, idempotent: bool = True) -> Verdict:
         seen = kept.get(ack.value)
         if seen and (ack.partition, ack.offset) in seen:
             verified += 1
+            _check_replicas(ack, replicas.get(ack.partition, {}), found)
         elif not seen:
             kind = "lost" if highest_read[ack.partition] > ack.offset else "unseen"
             found.add(kind, f"{ack.value} acked at p{ack.partition}@{ack.offset}")
@@ -117,6 +123,15 @@ def check(history: History, *, idempotent: bool = True) -> Verdict:
     return Verdict(faults=sum(f.events for f in history.faults), acked=len(history.acks),
                    verified=verified, counts=found.counts, examples=dict(found.examples),
                    idempotent=idempotent, failed_sends=history.failed_sends)
+
+
+def _check_replicas(ack: Ack, replicas: dict[str, set[int]], found: _Found) -> None:
+    """A verified record must also be in every replica's files, from where each replica's
+    log starts (a different value there is already an inconsistency)."""
+    for source, offsets in sorted(replicas.items()):
+        if ack.offset not in offsets and ack.offset >= min(offsets):
+            found.add("lost", f"{ack.value} acked at p{ack.partition}@{ack.offset}, "
+                              f"missing from {source}")
 
 
 def _check_ownership(history: History, found: _Found) -> None:

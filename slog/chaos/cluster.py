@@ -184,6 +184,14 @@ class ChaosCluster:
         wait_for(lambda: not is_running(self.layout, broker_id), 15, f"broker {broker_id} dead")
         self.down.add(broker_id)
 
+    def kill_every(self) -> None:
+        """kill -9 of every broker in one go (a power cut), then wait until all are dead."""
+        for broker_id in self.ids:
+            with contextlib.suppress(ProcessLookupError, RuntimeError):
+                os.kill(self.pid(broker_id), signal.SIGKILL)
+        for broker_id in self.ids:
+            self.kill(broker_id)  # already dead: waits for the OS to release its locks
+
     def stop(self, broker_id: int) -> None:
         """SIGTERM: a controlled shutdown."""
         self.resume(broker_id)

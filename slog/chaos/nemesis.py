@@ -5,17 +5,27 @@ and then waits for the cluster to be healthy again (full ISRs); how long that
 took is part of the record. One op damages at most two brokers at once, and
 only one of them loses data (the torn tail), so with RF=3 and
 min.insync.replicas=2 every acknowledged record keeps a surviving copy.
+
+The exception is the power loss: every broker is killed at once and the file
+system under the data dir forgets what was not fsynced (a command given by the
+caller does that, e.g. the test file system of ``tests/powerfs``). Then every
+replica loses its unsynced tail at once (the KIP-966 case), and only what
+slog fsynced before acknowledging keeps acknowledged records, and committed
+offsets, alive.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import shlex
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from slog.broker.daemon import in_parallel
 from slog.chaos.cluster import ChaosCluster, RecoveryTimeout
 from slog.chaos.history import Fault
 from slog.chaos.replicas import segments, valid_batches
@@ -39,10 +49,13 @@ class Nemesis:
     recovery_timeout_s: float = 60.0
     settle_s: float = 1.5
     log: Callable[[str], None] = _quiet
+    power_cut_command: str | None = None  # drops unsynced data under the data dir
+    committed: Callable[[], dict[int, int]] | None = None  # the group's committed offsets
     # broker faults injected (a rolling restart counts one per broker)
     events: int = field(default=0, init=False)
     recovery_s: list[float] = field(default_factory=list, init=False)
     slow_recoveries: list[str] = field(default_factory=list, init=False)
+    offsets_went_back: list[str] = field(default_factory=list, init=False)
 
     # -- targets -----------------------------------------------------------------------
     def _target(self, kind: str, op: Op) -> int:
@@ -69,8 +82,10 @@ class Nemesis:
             "pause": self._pause, "pause-leader": self._pause, "pause-controller": self._pause,
             "rolling-restart": self._rolling_restart, "clean-stop": self._clean_stop,
             "torn-tail": self._torn_tail, "full-disk": self._full_disk, COMBINED: self._combined,
+            "power-loss": self._power_loss,
         }[op.kind]
         events = self.events
+        before = self._committed() if op.kind == "power-loss" else None
         broker, detail = handler(op)
         healed = time.time()
         try:
@@ -80,6 +95,8 @@ class Nemesis:
             self.log(f"slow recovery after {op.kind} on broker {broker}: {exc}")
         recovered = max(0.0, time.time() - healed - self.settle_s)
         self.recovery_s.append(recovered)
+        if before:
+            detail += self._offsets_went_back(before)
         fault = Fault(op.kind, broker, start, time.time(),
                       f"{detail}; recovered in {recovered:.2f}s", self.events - events)
         self.record(fault)
@@ -114,6 +131,52 @@ class Nemesis:
         self.cluster.resume(paused)
         self.cluster.restart(killed)
         return killed, f"kill -9 of {killed} with SIGSTOP of {paused} for {op.duration_s:.2f}s"
+
+    def _power_loss(self, op: Op) -> tuple[int, str]:
+        """Every broker killed at once, unsynced data dropped, every broker restarted; then
+        the group's committed offsets must be where they were (or further)."""
+        if not self.power_cut_command:
+            raise ValueError("the power-loss fault needs a power-cut command")
+        self.cluster.kill_every()
+        self.events += len(self.cluster.ids)
+        done = subprocess.run(shlex.split(self.power_cut_command), capture_output=True,
+                              text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"power-cut command failed ({done.returncode}): "
+                               f"{(done.stderr or done.stdout).strip()[-500:]}")
+        time.sleep(op.duration_s)
+        failures = [r for r in in_parallel(self.cluster.restart, self.cluster.ids).values()
+                    if isinstance(r, Exception)]
+        if failures:
+            raise failures[0]
+        return 0, f"power loss, down {op.duration_s:.2f}s, dropped {done.stdout.strip()}"
+
+    def _offsets_went_back(self, before: dict[int, int]) -> str:
+        """After a power loss, once healthy: no committed offset may be lower than before."""
+        after = self._committed(attempts=5)
+        if after is None:
+            return "; committed offsets unavailable after the loss: not compared"
+        back = {p: (o, after.get(p, -1)) for p, o in before.items() if after.get(p, -1) < o}
+        if not back:
+            return f"; committed offsets of {len(before)} partitions kept"
+        went_back = "committed offsets went back: " + ", ".join(
+            f"p{p} {old}->{new}" for p, (old, new) in sorted(back.items()))
+        self.offsets_went_back.append(went_back)
+        return f"; {went_back}"
+
+    def _committed(self, attempts: int = 1) -> dict[int, int] | None:
+        """The group's committed offsets, or None if they cannot be read (no coordinator
+        just now): then this loss goes unchecked, and says so."""
+        if self.committed is None:
+            return None
+        for attempt in range(attempts):
+            try:
+                return self.committed()
+            except Exception as exc:
+                self.log(f"committed offsets unavailable: {exc}")
+                if attempt + 1 < attempts:
+                    time.sleep(1)
+        return None
 
     def _clean_stop(self, op: Op) -> tuple[int, str]:
         broker = self._target("leader", op)

@@ -13,14 +13,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slog.chaos.checker import Verdict, check
+from slog.chaos.checker import REPLICA, Verdict, check
 from slog.chaos.cluster import ChaosCluster
 from slog.chaos.history import HistoryLog, Read
 from slog.chaos.load import ack_rate, longest_stalls
 from slog.chaos.nemesis import Nemesis
 from slog.chaos.replicas import replica_records
 from slog.chaos.schedule import schedule
-from slog.chaos.workload import VerifiableConsumer, VerifiableProducer, end_offsets, final_read
+from slog.chaos.workload import (
+    VerifiableConsumer,
+    VerifiableProducer,
+    committed_offsets,
+    end_offsets,
+    final_read,
+)
 from slog.client import Admin, NewTopic
 
 TOPIC = "chaos"
@@ -51,10 +57,28 @@ class RunConfig:
     max_ops: int | None = None  # stop injecting after this many ops (CI)
     script: list[str] | None = None  # exactly these op kinds, in order, instead of random ones
     recovery_timeout_s: float = 60.0
+    # the power-loss fault: a command that drops what the data dir's file system has not
+    # synced (data_dir must live on that file system), e.g. tests/powerfs's ``cut``
+    power_cut_command: str | None = None
+    write_caching: bool = False  # write.caching.default of the brokers (slog's: false)
+
+    def __post_init__(self) -> None:
+        if self.wants("power-loss") and not (self.power_cut_command and self.data_dir):
+            raise ValueError("the power fault needs --power-cut-command and a --data-dir on "
+                             "the file system that command cuts")
+        if self.wants("power-loss") and self.wants("full-disk"):
+            raise ValueError("the power and disk faults exclude each other (the disk fault "
+                             "mounts a tmpfs per broker, which no power cut reaches)")
+
+    def wants(self, kind: str) -> bool:
+        from slog.chaos.schedule import op_kinds
+
+        return kind in (self.script if self.script is not None else op_kinds(self.faults))
 
     @property
     def broker_overrides(self) -> dict[str, str]:
         return {"broker.session.timeout.ms": str(self.session_timeout_ms),
+                "write.caching.default": str(self.write_caching).lower(),
                 "replica.lag.time.max.ms": str(2 * self.session_timeout_ms),
                 "offsets.topic.replication.factor": str(self.replication_factor),
                 "default.replication.factor": str(self.replication_factor)}
@@ -77,10 +101,11 @@ class RunResult:
     high_watermarks: dict[int, int]
     data_dir: Path
     history_path: Path | None
+    offsets_went_back: list[str] = field(default_factory=list)  # after power losses
 
     @property
     def ok(self) -> bool:
-        return self.verdict.ok and self.healed and self.complete
+        return self.verdict.ok and self.healed and self.complete and not self.offsets_went_back
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "verdict": self.verdict.line(), **self.verdict.to_json(),
@@ -92,7 +117,8 @@ class RunResult:
                 "recovery_median_s": round(self.recovery_median_s, 3),
                 "recovery_max_s": round(self.recovery_max_s, 3),
                 "longest_ack_stall_s": self.stalls_s, "healed": self.healed,
-                "complete": self.complete,
+                "complete": self.complete, "write_caching": self.config.write_caching,
+                "committed_offsets_went_back": self.offsets_went_back,
                 "problems": self.problems, "high_watermarks": self.high_watermarks,
                 "data_dir": str(self.data_dir),
                 "history": str(self.history_path) if self.history_path else None}
@@ -160,7 +186,9 @@ def _run_workload(config: RunConfig, cluster: ChaosCluster, history: HistoryLog,
     for worker in [*consumers, *producers]:
         worker.start()
     nemesis = Nemesis(cluster, TOPIC, config.partitions, history.add,
-                      config.recovery_timeout_s, config.session_timeout_ms / 1000, note)
+                      config.recovery_timeout_s, config.session_timeout_ms / 1000, note,
+                      power_cut_command=config.power_cut_command,
+                      committed=lambda: committed_offsets(cluster.bootstrap, TOPIC, GROUP))
     quiet_start = time.time()
     time.sleep(config.warmup_s)
     faults_start = time.time()
@@ -217,7 +245,7 @@ def _run_workload(config: RunConfig, cluster: ChaosCluster, history: HistoryLog,
         recovery_median_s=statistics.median(recovery), recovery_max_s=max(recovery),
         stalls_s=longest_stalls(acks, history.history.faults),
         healed=healed, complete=complete, problems=problems, high_watermarks=ends, data_dir=root,
-        history_path=history_path)
+        history_path=history_path, offsets_went_back=nemesis.offsets_went_back)
 
 
 def _wait_consumers(cluster: ChaosCluster, consumers: list[VerifiableConsumer],
@@ -246,6 +274,6 @@ def _read_replicas(cluster: ChaosCluster, config: RunConfig, history: HistoryLog
             directory = cluster.partition_dir(broker, TOPIC, partition)
             if not directory.is_dir():
                 continue
-            history.add_all(Read(f"replica-{broker}", partition, offset,
+            history.add_all(Read(f"{REPLICA}{broker}", partition, offset,
                                  "" if value is None else value.decode(errors="replace"))
                             for offset, value in replica_records(directory))

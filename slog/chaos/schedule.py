@@ -19,12 +19,13 @@ FAULT_GROUPS: dict[str, tuple[str, ...]] = {
     "restart": ("rolling-restart", "clean-stop"),
     "torn": ("torn-tail",),
     "disk": ("full-disk",),
+    "power": ("power-loss",),  # needs a power-cut command (RunConfig.power_cut_command)
 }
 COMBINED = "kill+pause"  # enabled when both kill and pause are
 # relative weights: the kill/pause family dominates, as in the soak target
 WEIGHTS = {"kill": 3, "kill-leader": 3, "kill-controller": 2, "pause": 2, "pause-leader": 3,
            "pause-controller": 2, "rolling-restart": 1, "clean-stop": 1, "torn-tail": 2,
-           "full-disk": 2, COMBINED: 2}
+           "full-disk": 2, COMBINED: 2, "power-loss": 2}
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,17 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         return {tp.partition: found[tp].offset for tp in tps}
 
 
+def committed_offsets(bootstrap: str, topic: str, group: str) -> dict[int, int]:
+    """The group's committed offset of each partition of ``topic`` that has one."""
+    from slog.client.cluster import ClusterClient
+    from slog.client.group_admin import GroupAdmin
+
+    with ClusterClient(bootstrap, client_id="chaos-offsets") as cluster:
+        found = GroupAdmin(cluster).list_offsets([group]).get(group, {})
+    return {tp.partition: value.offset for tp, value in found.items()
+            if tp.topic == topic and value is not None}
+
+
 def final_read(bootstrap: str, topic: str, partitions: int, log: HistoryLog,
                timeout_s: float = 120.0) -> dict[int, int]:
     """Read every partition from offset 0 to its high watermark; returns the watermarks."""

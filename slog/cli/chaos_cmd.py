@@ -38,7 +38,8 @@ def run(
                       ] = "15s",
     seed: Annotated[int, typer.Option(help="Seeds the fault schedule (reproducible).")] = 1,
     faults: Annotated[str, typer.Option(
-        help="Comma-separated: kill, pause, restart, torn, disk.")] = "kill,pause,restart,torn",
+        help="Comma-separated: kill, pause, restart, torn, disk, power.")
+                      ] = "kill,pause,restart,torn",
     rf: Annotated[int, typer.Option("--rf", min=1, help="Replication factor = brokers.")] = 3,
     min_insync: Annotated[int, typer.Option(min=1, help="min.insync.replicas")] = 2,
     partitions: Annotated[int, typer.Option(min=1)] = 6,
@@ -57,6 +58,16 @@ def run(
         "verdict).")] = None,
     history: Annotated[Path | None, typer.Option(
         help="Write every ack, read, assignment and fault here as JSON lines.")] = None,
+    power_cut_command: Annotated[str | None, typer.Option(
+        help="For the power fault: a command that makes the file system under --data-dir "
+        "forget what was not fsynced (e.g. 'python -m tests.powerfs cut STATE_DIR').")
+                                 ] = None,
+    base_port: Annotated[int, typer.Option(
+        min=0, max=65000, help="The brokers listen on this port and the next ones (0: a free "
+        "range).")] = 0,
+    write_caching: Annotated[bool, typer.Option(
+        help="The brokers' write.caching.default: acknowledge before the fsync (Kafka's "
+        "behaviour).")] = False,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Start an RF-broker cluster, load it (acks=all), inject seeded faults,
@@ -74,7 +85,8 @@ def run(
                            replication_factor=rf, min_insync=min_insync, partitions=partitions,
                            rate=rate, consumers=consumers, retries=retries,
                            idempotent=idempotence, max_ops=max_ops, data_dir=data_dir,
-                           history_path=history)
+                           history_path=history, power_cut_command=power_cut_command,
+                           write_caching=write_caching, base_port=base_port)
     except ValueError as exc:
         fail(str(exc), code=EXIT_USAGE)
     if idempotence and retries == 0:
@@ -105,6 +117,8 @@ def _print_summary(result: RunResult) -> None:
                f"{data['failed_sends']} sends failed (indefinite, not acknowledged)")
     stalls = ", ".join(f"{kind} {s}s" for kind, s in sorted(data["longest_ack_stall_s"].items()))
     typer.echo(f"longest time a partition acknowledged nothing, by fault: {stalls or '-'}")
+    for regression in data["committed_offsets_went_back"]:
+        typer.echo(f"committed offsets went back: {regression}")
     for problem in data["problems"]:
         typer.echo(f"problem: {problem}")
     for kind, examples in data["examples"].items():

@@ -304,6 +304,8 @@ SCHEMAS["chaos run"] = Shape("object", {
     "recovery_max_s": "longest such time",
     "longest_ack_stall_s": "{fault kind: longest time one partition acked nothing}",
     "healed": "the cluster healed at the end", "complete": "the final read finished",
+    "write_caching": "the brokers' write.caching.default",
+    "committed_offsets_went_back": "[power losses after which a committed offset was lower]",
     "problems": "[what went wrong besides anomalies]",
     "high_watermarks": "{partition: high watermark}", "data_dir": "the cluster's data dir",
     "history": "the JSON-lines history file, or null"})

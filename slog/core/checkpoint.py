@@ -14,20 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from slog.core.errors import SlogError, StorageError
-from slog.core.names import validate_partition, validate_topic_name
+from slog.core.names import fsync_dir, validate_partition, validate_topic_name
+
+__all__ = ["fsync_dir"]  # kept importable from here, where the other durable writes live
 
 FILE_MODE = 0o600
 TEMP_SUFFIX = ".tmp"
 CHECKPOINT_VERSION = 0
-
-
-def fsync_dir(directory: Path) -> None:
-    """Make creations, renames and deletions inside ``directory`` durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_atomically(path: Path, data: bytes, *, unique_temp: bool = False) -> None:

@@ -111,11 +111,14 @@ _SEGMENT_SYNCER = concurrent.futures.ThreadPoolExecutor(
     max_workers=1, thread_name_prefix="segment-sync")
 
 
-def _fsync_and_close(fd: int, next_offset: int) -> int:
+def _fsync_and_close(fds: list[int], next_offset: int) -> int:
+    """fsync a sealed segment's files (the log, and its indexes if the roll cut them)."""
     try:
-        os.fsync(fd)
+        for fd in fds:
+            os.fsync(fd)
     finally:
-        os.close(fd)
+        for fd in fds:
+            os.close(fd)
     return next_offset
 
 
@@ -544,12 +547,12 @@ class PartitionLog:
         active = self._segments[-1]
         active.reserve_seal_entry()  # a full disk fails here, before anything changed
         segment = LogSegment.create(self._directory, new_base, self._config, now_ms=now_ms)
-        fd = active.seal(sync=False)
+        fds = active.seal(sync=False)
         self._segments.append(segment)
         self._bases.append(new_base)
-        if fd is not None:
+        if fds is not None:
             self._pending_syncs.append(
-                _SEGMENT_SYNCER.submit(_fsync_and_close, fd, active.next_offset))
+                _SEGMENT_SYNCER.submit(_fsync_and_close, fds, active.next_offset))
         logger.debug("%s: rolled segment %d", self._directory.name, new_base)
 
     def _assign_epochs(self, batches: list[tuple[int, BatchHeader]]) -> None:

@@ -83,10 +83,22 @@ def ensure_inside(root: Path, candidate: Path) -> Path:
     return resolved
 
 
-def make_private_dir(path: Path) -> Path:
-    """mkdir -p where every directory created is owner-only (0700).
+def fsync_dir(directory: Path) -> None:
+    """Make creations, renames and deletions inside ``directory`` durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
-    ``Path.mkdir(parents=True)`` gives the parents the umask's mode instead.
+
+def make_private_dir(path: Path) -> Path:
+    """mkdir -p where every directory created is owner-only (0700), and durable.
+
+    ``Path.mkdir(parents=True)`` gives the parents the umask's mode instead. Each new
+    directory's parent is fsynced: until then a power loss may forget the directory
+    with everything later written under it, fsynced or not (a broker's whole
+    directory, or the metadata log's, vanished so under the power-loss test).
     """
     missing = []
     current = path
@@ -95,6 +107,7 @@ def make_private_dir(path: Path) -> Path:
         current = current.parent
     for directory in reversed(missing):
         directory.mkdir(mode=DATA_DIR_MODE, exist_ok=True)
+        fsync_dir(directory.parent)
     return path
 
 

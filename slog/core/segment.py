@@ -172,12 +172,12 @@ class LogSegment:
         if self._fd is None:
             self._fd = os.open(self.log_path, os.O_RDWR)
 
-    def seal(self, *, sync: bool = True) -> int | None:
+    def seal(self, *, sync: bool = True) -> list[int] | None:
         """Stop being active (roll): final time-index entry, trim, fsync, drop the fd.
 
-        With ``sync=False`` the log file is not fsynced here (the index maps
-        are still msynced): a duplicate of its fd is returned, which the
-        caller fsyncs and closes.
+        With ``sync=False`` neither the log file nor the cut of the index files is
+        fsynced here (the index maps are still msynced): descriptors of the files are
+        returned, which the caller fsyncs and closes.
         """
         if self._fd is None:
             return None
@@ -186,8 +186,7 @@ class LogSegment:
         # disk has it already. Closing ten thousand idle logs cost an fsync each.
         settled = self._size == self._synced_size and self._capacity <= self._size
         self._trim()
-        self.offset_index.trim()
-        self.time_index.trim()
+        cut = [index.path for index in (self.offset_index, self.time_index) if index.trim()]
         deferred = None
         if sync and settled:
             self.offset_index.flush()
@@ -197,7 +196,7 @@ class LogSegment:
         else:
             self.offset_index.flush()
             self.time_index.flush()
-            deferred = os.dup(self._fd)
+            deferred = [os.dup(self._fd), *(os.open(path, os.O_RDONLY) for path in cut)]
         os.close(self._fd)
         self._fd = None
         return deferred
@@ -492,10 +491,10 @@ class LogSegment:
         self._reset_index_state()
         for position, header in self._headers(0, self._size):
             self._index_batch(position, header)
-        if not self.is_active:  # as seal() leaves them
+        if not self.is_active:  # as seal() leaves them, and durably: sealed for good
             self.time_index.maybe_append(self._max_ts, self._offset_of_max_ts, skip_full_check=True)
-            self.offset_index.trim()
-            self.time_index.trim()
+            self.offset_index.trim(sync=True)
+            self.time_index.trim(sync=True)
 
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
@@ -614,8 +613,10 @@ class LogSegment:
         if file_length > position:
             self._remap(position)
             os.ftruncate(self._fd, position)
-        self.offset_index.trim()
-        self.time_index.trim()
+        # Durably: a cut lost to a power loss fails the next load, and the segment is
+        # recovered again at every start after every later power loss.
+        self.offset_index.trim(sync=True)
+        self.time_index.trim(sync=True)
         self._indexes_missing = False
         if position:  # no valid byte: nothing to make durable (a lost cut is redone)
             self.flush()

@@ -164,10 +164,21 @@ def test_a_value_consumed_then_lost_from_the_log_is_lost() -> None:
     truncated away and its offset reused by a later value."""
     history = clean_history()
     history.acks += [Ack("acked-then-truncated", 0, 2), Ack("reuses-the-offset", 0, 2)]
-    history.reads += [Read("c0", 0, 2, "acked-then-truncated", 3),
-                      Read("final", 0, 2, "reuses-the-offset"),
-                      Read("final", 0, 3, "later")]
+    history.reads += [Read("c0", 0, 2, "acked-then-truncated", 3)]
+    for source in ("final", "replica-1", "replica-2"):  # the log as every replica has it
+        history.reads += [Read(source, 0, 2, "reuses-the-offset"), Read(source, 0, 3, "later")]
     verdict = check(history)
     assert only(verdict.counts, lost=1, inconsistent=1)
     assert verdict.verified == 4
     assert "acked-then-truncated" in verdict.examples["lost"][0]
+
+
+def test_a_record_missing_from_one_replica_is_lost() -> None:
+    """Verified through the final read, but one replica's files lack it (a replica that
+    recovered from a power loss without it)."""
+    history = clean_history()
+    history.reads = [r for r in history.reads if (r.source, r.value) != ("replica-2", "v1")]
+    verdict = check(history)
+    assert only(verdict.counts, lost=1)
+    assert verdict.verified == 3
+    assert verdict.examples["lost"] == ["v1 acked at p0@1, missing from replica-2"]
