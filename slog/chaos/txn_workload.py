@@ -5,12 +5,15 @@ Each pipeline member is a consumer in a group (read_committed, no auto-commit) p
 transactional producer. Per polled batch: begin, send one result per input record, send the
 consumed offsets to the transaction, commit. On any error: abort and rewind to the group's
 committed offsets; when even the abort fails, start over with a new consumer and producer
-(init_transactions fences the old epoch and aborts what it left open).
+(init_transactions fences the old epoch and aborts what it left open). A share of the
+transactions is aborted on purpose after its records were sent, so that there are aborted
+records for readers to wrongly see even when faults abort nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,9 +23,15 @@ from slog.chaos.txn_history import ABORTED, COMMITTED, UNKNOWN, TxnLog, output_v
 from slog.chaos.workload import _text, _Worker, end_offsets
 from slog.client import Consumer, Producer, TopicPartition
 from slog.client.types import ConsumerRecord
+from slog.core.errors import SlogError
 
 MAX_BATCH = 200  # input records per transaction
+ABORT_SHARE = 0.1  # transactions aborted on purpose, so aborted records are there to misread
 TRANSACTION_TIMEOUT_MS = 15_000  # the coordinator aborts what a dead member left open
+
+
+class _AbortOnPurpose(SlogError):
+    """The workload's own reason to abort a transaction."""
 
 
 class TxnPipeline(_Worker):
@@ -37,6 +46,7 @@ class TxnPipeline(_Worker):
         self.txn_log = log
         self.transactions = 0
         self.restarts = 0
+        self._dice = random.Random(name)
 
     @property
     def transactional_id(self) -> str:
@@ -83,6 +93,8 @@ class TxnPipeline(_Worker):
                 producer.send(self.output_topic, value.encode(), partition=record.partition)
                 offsets[TopicPartition(record.topic, record.partition)] = record.offset + 1
             producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+            if self._dice.random() < ABORT_SHARE:
+                raise _AbortOnPurpose(f"{name} aborted on purpose")
             producer.commit_transaction()
         except Exception as exc:
             self._abort(consumer, producer, name, exc)
@@ -99,7 +111,8 @@ class TxnPipeline(_Worker):
             self.txn_log.ended(name, UNKNOWN, f"{cause}; abort: {exc}")
             raise
         self.txn_log.ended(name, ABORTED, str(cause))
-        self.on_error(f"{self.prefix}: {name} aborted ({type(cause).__name__}: {cause})")
+        if not isinstance(cause, _AbortOnPurpose):
+            self.on_error(f"{self.prefix}: {name} aborted ({type(cause).__name__}: {cause})")
         assigned = list(consumer.assignment())
         committed = consumer.committed(assigned)
         for tp in assigned:

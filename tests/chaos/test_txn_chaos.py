@@ -11,12 +11,12 @@ import pytest
 from slog.chaos.history import iter_file
 from slog.chaos.runner import RunConfig
 from slog.chaos.txn_checker import CLASSES
-from slog.chaos.txn_history import COMMITTED, read_txn_history
+from slog.chaos.txn_history import ABORTED, COMMITTED, read_txn_history
 from slog.chaos.txn_runner import run_txn
 from slog.cli.schema import SCHEMAS
 
 # seed 4 aims both leader ops of this script at a transaction coordinator, the last at a
-# partition leader (tests/chaos/test_txn_chaos.py checks that from the run's log)
+# partition leader (checked below, from the run's log)
 SCRIPT = ["kill-leader", "pause-leader", "kill-controller", "kill-leader"]
 
 
@@ -44,6 +44,7 @@ def test_txn_pipeline_under_coordinator_leader_and_controller_faults(tmp_path: P
     assert verdict.input_acked > 1_000
     assert verdict.output_read >= verdict.input_acked
     assert verdict.outcomes[COMMITTED] > 20
+    assert verdict.outcomes[ABORTED] > 0  # aborted records were there to be misread
     assert SCHEMAS["chaos run"].check(data) == []
     history = read_txn_history(iter_file(tmp_path / "history.jsonl"))
     assert [f.kind for f in history.base.faults] == SCRIPT
