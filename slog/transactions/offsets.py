@@ -44,5 +44,10 @@ class PendingTxnOffsets:
         for producer_id in list(self._pending):
             self.take(producer_id, placed_here)
 
+    def unstable(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with offsets waiting for a transaction's marker (an
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them)."""
+        return {tp for groups in self._pending.values() for tp in groups.get(group_id, ())}
+
     def pending_groups(self, producer_id: int) -> list[str]:
         return sorted(self._pending.get(producer_id, {}))

@@ -49,3 +49,29 @@ def test_txn_pipeline_under_coordinator_leader_and_controller_faults(tmp_path: P
     history = read_txn_history(iter_file(tmp_path / "history.jsonl"))
     assert [f.kind for f in history.base.faults] == SCRIPT
     assert len(history.outcomes) == sum(verdict.outcomes.values())
+
+
+def test_cli_workload_choice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--workload txn reaches the transactional runner; an unknown workload starts nothing."""
+    from typer.testing import CliRunner
+
+    import slog.chaos.txn_runner as txn_runner
+    from slog.cli.app import app
+
+    data_dir = tmp_path / "cluster"
+    bad = CliRunner().invoke(app, ["chaos", "run", "--workload", "stream",
+                                   "--data-dir", str(data_dir)])
+    assert bad.exit_code == 2 and "log or txn" in bad.output, bad.output
+    assert not data_dir.exists()
+
+    seen: list[RunConfig] = []
+
+    def started(config: RunConfig, log: object) -> object:
+        seen.append(config)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(txn_runner, "run_txn", started)
+    good = CliRunner().invoke(app, ["chaos", "run", "--workload", "txn", "--seed", "9",
+                                    "--faults", "kill,pause"])
+    assert good.exit_code == 0, good.output
+    assert seen[0].seed == 9 and seen[0].faults == ["kill", "pause"]

@@ -276,7 +276,8 @@ def _unknown_ids(topics: Any) -> list[dict[str, Any]]:
         for t in topics]
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, Any]:
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any,
+                 require_stable: bool = False) -> dict[str, Any]:
     # v9's member id and epoch only concern consumer groups: a classic group's
     # offsets are fetched as before (Kafka ignores them too).
     named = None if topics is None else [(t, _topic_name(ctx, t)) for t in topics]
@@ -294,15 +295,27 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any) -> dict[str, A
         # Kafka does; named topics were checked before the handler ran).
         offsets = {tp: offset for tp, offset in offsets.items()
                    if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
-    return {"topics": _fetched_topics(ctx, offsets) + unknown, "error_code": NONE}
+    answered = _fetched_topics(ctx, offsets)
+    if require_stable:  # KIP-447: not an offset a pending transaction is about to replace
+        _mark_unstable(answered, ctx.broker.pending_txn_offsets.unstable(group_id))
+    return {"topics": answered + unknown, "error_code": NONE}
+
+
+def _mark_unstable(topics: list[dict[str, Any]], unstable: set[tuple[str, int]]) -> None:
+    for topic in topics:
+        for partition in topic["partitions"]:
+            if (topic["name"], partition["partition_index"]) in unstable:
+                partition.update(committed_offset=NO_OFFSET, metadata="",
+                                 error_code=ErrorCode.unstable_offset_commit)
 
 
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    stable = bool(getattr(request, "require_stable", False))  # v7+
     if ctx.version >= 8:
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics)}
+            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics, stable)}
             for g in request.groups]}
-    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics)}
+    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics, stable)}
 
 
 async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
