@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slog.chaos.checker import FINAL
+from slog.chaos.checker import _Found as CheckerFound
 from slog.chaos.history import Read
 from slog.chaos.txn_history import ABORTED, COMMITTED, UNKNOWN, TxnHistory, split_output
 
@@ -53,15 +54,12 @@ class TxnVerdict:
                 "anomalies": dict(self.counts), "examples": self.examples}
 
 
-class _Found:
-    def __init__(self) -> None:
-        self.counts = dict.fromkeys(CLASSES, 0)
-        self.examples: dict[str, list[str]] = defaultdict(list)
+class _Found(CheckerFound):
+    """The log checker's tally, over this checker's classes."""
 
-    def add(self, kind: str, example: str) -> None:
-        self.counts[kind] += 1
-        if len(self.examples[kind]) < EXAMPLES:
-            self.examples[kind].append(example)
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts = dict.fromkeys(CLASSES, 0)
 
 
 def _outcomes(history: TxnHistory) -> dict[str, str]:

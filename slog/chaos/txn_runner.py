@@ -25,13 +25,8 @@ from slog.chaos.runner import RunConfig, _free_base_port
 from slog.chaos.schedule import Op, schedule
 from slog.chaos.txn_checker import TxnVerdict, check_txn
 from slog.chaos.txn_history import TxnLog
-from slog.chaos.txn_workload import (
-    CommittedVerifier,
-    TxnPipeline,
-    final_committed_read,
-    wait_processed,
-)
-from slog.chaos.workload import VerifiableProducer
+from slog.chaos.txn_workload import CommittedVerifier, TxnPipeline, wait_processed
+from slog.chaos.workload import VerifiableProducer, final_read
 from slog.client import Admin, NewTopic
 from slog.transactions.coordinator import TRANSACTION_STATE_TOPIC, partition_for
 
@@ -151,7 +146,8 @@ def _run(config: RunConfig, cluster: ChaosCluster, txn_log: TxnLog,
     for worker in [*pipelines, verifier]:
         worker.join(timeout=120)
     try:
-        final_committed_read(bootstrap, OUTPUT, config.partitions, txn_log, "final")
+        final_read(bootstrap, OUTPUT, config.partitions, txn_log.base, timeout_s=180,
+                   isolation_level="read_committed")
     except Exception as exc:
         complete = False
         problems.append(f"final read: {type(exc).__name__}: {exc}")

@@ -177,25 +177,3 @@ def wait_processed(bootstrap: str, topic: str, partitions: int, group: str,
             time.sleep(0.5)
     return ends, done
 
-
-def final_committed_read(bootstrap: str, topic: str, partitions: int, log: TxnLog,
-                         source: str, timeout_s: float = 180.0) -> dict[int, int]:
-    """Read every partition from 0 with read_committed until the position passes the high
-    watermark (so no transaction is left open); returns the watermarks."""
-    ends = end_offsets(bootstrap, topic, partitions)
-    consumer = _committed_reader(bootstrap, "chaos-final")
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        for tp in tps:
-            consumer.seek(tp, 0)
-        deadline = time.monotonic() + timeout_s
-        while any(consumer.position(tp) < ends[tp.partition] for tp in tps):
-            if time.monotonic() > deadline:
-                raise TimeoutError("the final read_committed read did not reach the high "
-                                   "watermarks (a transaction still open?)")
-            log.base.add_all(Read(source, r.partition, r.offset, _text(r.value))
-                             for r in consumer.poll(200) if r.offset < ends[r.partition])
-    finally:
-        consumer.close()
-    return ends
