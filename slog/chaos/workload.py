@@ -171,11 +171,13 @@ def committed_offsets(bootstrap: str, topic: str, group: str) -> dict[int, int]:
 
 
 def final_read(bootstrap: str, topic: str, partitions: int, log: HistoryLog,
-               timeout_s: float = 120.0) -> dict[int, int]:
-    """Read every partition from offset 0 to its high watermark; returns the watermarks."""
+               timeout_s: float = 120.0,
+               isolation_level: str = "read_uncommitted") -> dict[int, int]:
+    """Read every partition from offset 0 to its high watermark; returns the watermarks.
+    (read_committed gets there only once no transaction is open below the watermark.)"""
     ends = end_offsets(bootstrap, topic, partitions)
     consumer = Consumer(bootstrap, auto_offset_reset="earliest", client_id="chaos-final",
-                        retry_backoff_ms=50)
+                        retry_backoff_ms=50, isolation_level=isolation_level)
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)

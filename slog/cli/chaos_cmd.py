@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,6 +14,7 @@ from slog.cli.output import OutputFormat, OutputOption, print_data
 
 if TYPE_CHECKING:
     from slog.chaos.runner import RunResult
+    from slog.chaos.txn_runner import TxnRunResult
 
 app = typer.Typer(help="Fault injection: kill, pause, restart, tear and fill brokers under load.",
                   no_args_is_help=True)
@@ -68,6 +69,9 @@ def run(
     write_caching: Annotated[bool, typer.Option(
         help="The brokers' write.caching.default: acknowledge before the fsync (Kafka's "
         "behaviour).")] = False,
+    workload: Annotated[str, typer.Option(
+        help="log: producers and a verifying group; txn: a transactional read-process-write "
+        "pipeline checked for exactly-once output.")] = "log",
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Start an RF-broker cluster, load it (acks=all), inject seeded faults,
@@ -94,12 +98,18 @@ def run(
              "add --no-idempotence or retry", code=EXIT_USAGE)
     if min_insync > rf:
         fail(f"--min-insync {min_insync} is more than --rf {rf}", code=EXIT_USAGE)
+    if workload not in ("log", "txn"):
+        fail(f"--workload is log or txn, not {workload!r}", code=EXIT_USAGE)
     structured = output.structured
 
     def progress(line: str) -> None:
         print(line, file=sys.stderr if structured else sys.stdout, flush=True)
 
-    result = run_chaos(config, log=progress)
+    if workload == "txn":
+        from slog.chaos.txn_runner import run_txn
+        result: RunResult | TxnRunResult = run_txn(config, log=progress)
+    else:
+        result = run_chaos(config, log=progress)
     if structured:
         print_data(result.to_json(), output)
     else:
@@ -108,8 +118,13 @@ def run(
         raise typer.Exit(EXIT_FAILURE)
 
 
-def _print_summary(result: RunResult) -> None:
+def _print_summary(result: RunResult | TxnRunResult) -> None:
     data = result.to_json()
+    if data.get("workload") == "txn":
+        typer.echo(f"fault events {data['fault_events']} in {data['ops']} ops; "
+                   f"pipeline restarts {data['pipeline_restarts']}")
+        _print_findings(data)
+        return
     typer.echo(f"fault events {data['fault_events']} in {data['ops']} ops; recovery median "
                f"{data['recovery_median_s']}s, max {data['recovery_max_s']}s")
     typer.echo(f"acknowledged records/s: {data['records_per_s_without_faults']} without faults, "
@@ -119,6 +134,10 @@ def _print_summary(result: RunResult) -> None:
     typer.echo(f"longest time a partition acknowledged nothing, by fault: {stalls or '-'}")
     for regression in data["committed_offsets_went_back"]:
         typer.echo(f"committed offsets went back: {regression}")
+    _print_findings(data)
+
+
+def _print_findings(data: dict[str, Any]) -> None:
     for problem in data["problems"]:
         typer.echo(f"problem: {problem}")
     for kind, examples in data["examples"].items():

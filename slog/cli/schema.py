@@ -309,6 +309,17 @@ SCHEMAS["chaos run"] = Shape("object", {
     "problems": "[what went wrong besides anomalies]",
     "high_watermarks": "{partition: high watermark}", "data_dir": "the cluster's data dir",
     "history": "the JSON-lines history file, or null"})
+# --workload txn: the transactional pipeline's figures instead of the log workload's.
+_CHAOS_TXN = {"workload": "txn", "input_acked": "input records acknowledged",
+              "transactions": "{committed|aborted|unknown: pipeline transactions}",
+              "output_read": "output records in the final read_committed read",
+              "pipeline_restarts": "pipeline members started over after a failed abort"}
+_CHAOS_LOG_ONLY = {"acked", "verified", "failed_sends", "retries", "idempotent",
+                   "records_per_s_without_faults", "records_per_s_with_faults",
+                   "recovery_median_s", "recovery_max_s", "longest_ack_stall_s",
+                   "high_watermarks"}
+SCHEMAS["chaos run"] = Shape("object", {**SCHEMAS["chaos run"].fields, **_CHAOS_TXN},
+                             optional=frozenset(_CHAOS_TXN) | _CHAOS_LOG_ONLY)
 
 # Same name, same command: aliases print what their canonical command prints.
 SCHEMAS["describe-group"] = SCHEMAS["group describe"]

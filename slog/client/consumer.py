@@ -140,7 +140,8 @@ class Consumer:
                 enable_auto_commit=enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms,
                 retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms,
-                metadata_max_age_ms=metadata_max_age_ms, **kip848)
+                metadata_max_age_ms=metadata_max_age_ms,
+                require_stable=self._isolation_level == READ_COMMITTED, **kip848)
             if committed_offsets is None:
                 self._committed = self._group.committed_offsets
 

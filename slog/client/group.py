@@ -163,7 +163,8 @@ class ConsumerGroup:
                  max_poll_interval_ms: int, heartbeat_interval_ms: int,
                  assignors: list[Assignor], enable_auto_commit: bool,
                  auto_commit_interval_ms: int, retry_backoff_ms: int,
-                 request_timeout_ms: int, metadata_max_age_ms: int):
+                 request_timeout_ms: int, metadata_max_age_ms: int,
+                 require_stable: bool = False):
         if not assignors:
             raise InvalidArgumentError("at least one partition assignment strategy is needed")
         self.group_id = group_id
@@ -181,6 +182,8 @@ class ConsumerGroup:
         self._backoff_s = retry_backoff_ms / 1000
         self._request_timeout_s = request_timeout_ms / 1000
         self._metadata_age_s = metadata_max_age_ms / 1000
+        # read_committed: start where the last transaction left off, not before it (KIP-447)
+        self._require_stable = require_stable
         # A JoinGroup may wait for the whole rebalance.
         self._join_link = _Link(client_id, self._request_timeout_s + max_poll_interval_ms / 1000,
                                 cluster.tls)
@@ -515,8 +518,8 @@ class ConsumerGroup:
             self._complete_async_commits(block=True)
             try:
                 conn = self._commit_link.get(self._coordinator_node())
-                return fetched_offsets(request(conn, ApiKey.OFFSET_FETCH,
-                                               fetch_body(self.group_id, wanted)), self.group_id)
+                body = fetch_body(self.group_id, wanted, self._require_stable)
+                return fetched_offsets(request(conn, ApiKey.OFFSET_FETCH, body), self.group_id)
             except ConnectionError:
                 self._coordinator_moved()
                 error: Exception = KafkaError.for_code(E.coordinator_not_available)

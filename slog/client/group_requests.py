@@ -108,7 +108,10 @@ def commit_errors(response: Any) -> dict[TopicPartition, KafkaError]:
 
 
 # -- OffsetFetch --------------------------------------------------------------------------
-def fetch_body(group_id: str, partitions: Iterable[TopicPartition] | None) -> dict[str, Any]:
+def fetch_body(group_id: str, partitions: Iterable[TopicPartition] | None,
+               require_stable: bool = False) -> dict[str, Any]:
+    """``require_stable``: a partition whose offset a transaction has yet to commit or
+    abort is answered UNSTABLE_OFFSET_COMMIT (retriable) instead of the older offset."""
     if partitions is None:
         topics = None
     else:
@@ -116,7 +119,7 @@ def fetch_body(group_id: str, partitions: Iterable[TopicPartition] | None) -> di
         for tp in partitions:
             by_topic[tp.topic].append(tp.partition)
         topics = [{"name": t, "partition_indexes": p} for t, p in by_topic.items()]
-    return {"group_id": group_id, "topics": topics, "require_stable": False}
+    return {"group_id": group_id, "topics": topics, "require_stable": require_stable}
 
 
 def fetched_offsets(response: Any, group_id: str
