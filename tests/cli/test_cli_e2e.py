@@ -39,7 +39,8 @@ def test_topic_lifecycle(bootstrap: str) -> None:
     assert all(p["leader"] == 1 and p["isr"] == [1] for p in described)
     table = slog(bootstrap, "topic", "describe", "life").stdout.splitlines()
     assert table[0].split() == ["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR",
-                                "LOG-START-OFFSET", "HIGH-WATERMARK", "LOG-END-OFFSET"]
+                                "LOG-START-OFFSET", "HIGH-WATERMARK", "LAST-STABLE-OFFSET",
+                                "LOG-END-OFFSET"]
     deleted = slog(bootstrap, "topic", "delete", "life")
     assert deleted.returncode == 0
     assert slog(bootstrap, "topic", "describe", "life").returncode == 4
