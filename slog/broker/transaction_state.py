@@ -16,6 +16,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from slog.broker.offsets_topic import OffsetsTopicLog, follow_leadership
@@ -48,6 +49,7 @@ from slog.transactions.metadata import TopicPartition
 if TYPE_CHECKING:
     from slog.broker.broker import Broker
     from slog.core.config import BrokerConfig
+    from slog.transactions.offsets import PendingTxnOffsets
 
 log = logging.getLogger("slog.transactions")
 
@@ -151,6 +153,11 @@ def restore_pending_offsets(broker: Broker, index: int) -> None:
                 log.warning("skipping a transactional offset record: %s", exc)
 
 
+def _stored(pending: PendingTxnOffsets, group_id: str, partitions: list[GroupPartition],
+            _done: asyncio.Future[ErrorCode]) -> None:
+    pending.stored(group_id, partitions)
+
+
 async def _complete_txn_offsets(broker: Broker, index: int, producer_id: int,
                                 commit: bool) -> ErrorCode:
     """The marker reached ``__consumer_offsets-index``: the transaction's offsets for
@@ -162,9 +169,13 @@ async def _complete_txn_offsets(broker: Broker, index: int, producer_id: int,
         return ErrorCode.none
     loop = asyncio.get_running_loop()
     stored: list[asyncio.Future[ErrorCode]] = []
+    pending = broker.pending_txn_offsets
     for group_id, offsets in taken.items():
         future: asyncio.Future[ErrorCode] = loop.create_future()
         broker.groups.store_txn_offsets(group_id, offsets, future.set_result)
+        # Unstable until the append completes (no await since take(): no fetch between).
+        pending.storing(group_id, offsets)
+        future.add_done_callback(partial(_stored, pending, group_id, list(offsets)))
         stored.append(future)
     errors = [code for code in await asyncio.gather(*stored) if code is not ErrorCode.none]
     return errors[0] if errors else ErrorCode.none

@@ -2,11 +2,16 @@
 transaction's marker reaches the group's ``__consumer_offsets`` partition: a
 COMMIT stores them as the group's offsets, an ABORT drops them. Kept by the
 group coordinator's broker, per producer id; a later commit of the same
-partition in the same transaction replaces the earlier one."""
+partition in the same transaction replaces the earlier one.
+
+A committed transaction's offsets count as pending until their append to
+``__consumer_offsets`` completes: an OffsetFetch in between would otherwise find
+neither the pending offset nor the stored one and answer the previous offset."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 
@@ -17,6 +22,7 @@ class PendingTxnOffsets:
     def __init__(self) -> None:
         self._pending: dict[int, GroupOffsets] = {}  # producer id -> group -> offsets
         self._epochs: dict[int, int] = {}
+        self._storing: dict[str, Counter[TopicPartition]] = {}  # group -> appends in flight
 
     def add(self, producer_id: int, producer_epoch: int, group_id: str,
             offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
@@ -44,10 +50,27 @@ class PendingTxnOffsets:
         for producer_id in list(self._pending):
             self.take(producer_id, placed_here)
 
+    def storing(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Committed offsets of ``group_id`` are being appended: still unstable."""
+        # list(): a Mapping would be read as counts, not as keys.
+        self._storing.setdefault(group_id, Counter()).update(list(partitions))
+
+    def stored(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """The append :meth:`storing` announced is over (done or failed)."""
+        counts = self._storing.get(group_id)
+        if counts is None:
+            return
+        counts.subtract(list(partitions))
+        for tp in [tp for tp, n in counts.items() if n <= 0]:
+            del counts[tp]
+        if not counts:
+            del self._storing[group_id]
+
     def partitions_of(self, group_id: str) -> set[TopicPartition]:
-        """The group's partitions with an offset waiting for its transaction's marker."""
+        """The group's partitions with an offset waiting for its transaction's marker
+        or for the append that stores it."""
         return {tp for groups in self._pending.values()
-                for tp in groups.get(group_id, {})}
+                for tp in groups.get(group_id, {})} | set(self._storing.get(group_id, ()))
 
     def pending_groups(self, producer_id: int) -> list[str]:
         return sorted(self._pending.get(producer_id, {}))
