@@ -60,7 +60,7 @@ class TxnRunResult:
                 "faults_enabled": self.config.faults, "fault_events": self.fault_events,
                 "ops": self.ops, "pipeline_restarts": self.pipeline_restarts,
                 "healed": self.healed, "complete": self.complete, "problems": self.problems,
-                "data_dir": str(self.data_dir),
+                "write_caching": self.config.write_caching, "data_dir": str(self.data_dir),
                 "history": str(self.history_path) if self.history_path else None}
 
 

@@ -317,7 +317,7 @@ _CHAOS_TXN = {"workload": "txn", "input_acked": "input records acknowledged",
 _CHAOS_LOG_ONLY = {"acked", "verified", "failed_sends", "retries", "idempotent",
                    "records_per_s_without_faults", "records_per_s_with_faults",
                    "recovery_median_s", "recovery_max_s", "longest_ack_stall_s",
-                   "high_watermarks"}
+                   "high_watermarks", "committed_offsets_went_back"}
 SCHEMAS["chaos run"] = Shape("object", {**SCHEMAS["chaos run"].fields, **_CHAOS_TXN},
                              optional=frozenset(_CHAOS_TXN) | _CHAOS_LOG_ONLY)
 

@@ -88,7 +88,9 @@ def test_consume_transform_produce_with_offsets_in_the_transaction(
                 producer.abort_transaction(TIMEOUT_S)
 
     def committed() -> int | None:
-        with Consumer(bootstrap, group_id=group) as reader:
+        # read_committed asks for stable offsets (KIP-447), so a COMMIT marker still
+        # on its way is waited for rather than read past
+        with Consumer(bootstrap, group_id=group, isolation_level="read_committed") as reader:
             found = reader.committed([("tx-slog-in", 0)])
         value = found.get(TopicPartition("tx-slog-in", 0))
         return None if value is None else getattr(value, "offset", value)
