@@ -4,6 +4,7 @@ reads through the protocol and through each replica's files, and the checker's v
 from __future__ import annotations
 
 import contextlib
+import itertools
 import shutil
 import statistics
 import tempfile
@@ -192,27 +193,9 @@ def _run_workload(config: RunConfig, cluster: ChaosCluster, history: HistoryLog,
     quiet_start = time.time()
     time.sleep(config.warmup_s)
     faults_start = time.time()
-    ops = 0
-    deadline = time.monotonic() + max(0.0, config.duration_s - config.warmup_s)
-    for op in schedule(config.seed, config.faults, config.session_timeout_ms / 1000,
-                       config.script):
-        if time.monotonic() >= deadline or (config.max_ops is not None and ops >= config.max_ops):
-            break
-        try:
-            nemesis.run(op)
-        except Exception as exc:  # a broker that will not come back: report, heal, go on
-            problems.append(f"{op.kind}: {type(exc).__name__}: {exc}")
-            note(f"{op.kind} failed: {exc}")
-            with contextlib.suppress(Exception):
-                cluster.heal(config.recovery_timeout_s)
-        ops += 1
+    ops = inject_faults(config, cluster, nemesis, problems, note)
     faults_end = time.time()
-    healed = True
-    try:
-        cluster.heal(config.recovery_timeout_s)
-    except Exception as exc:
-        healed = False
-        problems.append(f"heal: {exc}")
+    healed = heal(config, cluster, problems)
     note(f"healed: {healed}; {nemesis.events} fault events in {ops} ops; producing on")
     time.sleep(3)  # acknowledged writes after the faults make lost writes visible
     for producer in producers:
@@ -277,3 +260,33 @@ def _read_replicas(cluster: ChaosCluster, config: RunConfig, history: HistoryLog
             history.add_all(Read(f"{REPLICA}{broker}", partition, offset,
                                  "" if value is None else value.decode(errors="replace"))
                             for offset, value in replica_records(directory))
+
+
+def inject_faults(config: RunConfig, cluster: ChaosCluster, nemesis: Nemesis,
+                  problems: list[str], note: Callable[[str], None]) -> int:
+    """Run the schedule's ops until the run's end or ``max_ops``; returns how many ran."""
+    stop_at = time.monotonic() + max(0.0, config.duration_s - config.warmup_s)
+    ops = schedule(config.seed, config.faults, config.session_timeout_ms / 1000, config.script)
+    count = 0
+    for op in itertools.islice(ops, config.max_ops):
+        if time.monotonic() >= stop_at:
+            break
+        count += 1
+        try:
+            nemesis.run(op)
+        except Exception as exc:  # a broker that will not come back: report, heal, go on
+            problems.append(f"{op.kind}: {type(exc).__name__}: {exc}")
+            note(f"{op.kind} failed: {exc}")
+            with contextlib.suppress(Exception):
+                cluster.heal(config.recovery_timeout_s)
+    return count
+
+
+def heal(config: RunConfig, cluster: ChaosCluster, problems: list[str]) -> bool:
+    """End every fault; False (and a problem noted) when the cluster would not heal."""
+    try:
+        cluster.heal(config.recovery_timeout_s)
+    except Exception as exc:
+        problems.append(f"heal: {exc}")
+        return False
+    return True

@@ -8,8 +8,6 @@ coordinator of a pipeline member's transactional id."""
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import shutil
 import tempfile
 import time
@@ -21,8 +19,8 @@ from typing import Any
 from slog.chaos.cluster import ChaosCluster
 from slog.chaos.history import HistoryLog
 from slog.chaos.nemesis import Nemesis
-from slog.chaos.runner import RunConfig, _free_base_port
-from slog.chaos.schedule import Op, schedule
+from slog.chaos.runner import RunConfig, _free_base_port, heal, inject_faults
+from slog.chaos.schedule import Op
 from slog.chaos.txn_checker import TxnVerdict, check_txn
 from slog.chaos.txn_history import TxnLog
 from slog.chaos.txn_workload import CommittedVerifier, TxnPipeline, wait_processed
@@ -123,13 +121,8 @@ def _run(config: RunConfig, cluster: ChaosCluster, txn_log: TxnLog,
                          config.recovery_timeout_s, config.session_timeout_ms / 1000, note)
     nemesis.transactional_ids = tuple(p.transactional_id for p in pipelines)
     time.sleep(config.warmup_s)
-    ops = _inject(config, cluster, nemesis, problems, note)
-    healed = True
-    try:
-        cluster.heal(config.recovery_timeout_s)
-    except Exception as exc:
-        healed = False
-        problems.append(f"heal: {exc}")
+    ops = inject_faults(config, cluster, nemesis, problems, note)
+    healed = heal(config, cluster, problems)
     note(f"healed: {healed}; {nemesis.events} fault events in {ops} ops; finishing")
     time.sleep(3)
     producer.stop()
@@ -161,22 +154,3 @@ def _run(config: RunConfig, cluster: ChaosCluster, txn_log: TxnLog,
         complete=complete, problems=problems + nemesis.slow_recoveries, data_dir=root,
         history_path=config.history_path)
 
-
-def _inject(config: RunConfig, cluster: ChaosCluster, nemesis: Nemesis, problems: list[str],
-            note: Callable[[str], None]) -> int:
-    """Run the schedule's ops until the run's end or ``max_ops``; returns how many ran."""
-    stop_at = time.monotonic() + max(0.0, config.duration_s - config.warmup_s)
-    ops = schedule(config.seed, config.faults, config.session_timeout_ms / 1000, config.script)
-    count = 0
-    for op in itertools.islice(ops, config.max_ops):
-        if time.monotonic() >= stop_at:
-            break
-        count += 1
-        try:
-            nemesis.run(op)
-        except Exception as exc:  # a broker that will not come back: report, heal, go on
-            problems.append(f"{op.kind}: {type(exc).__name__}: {exc}")
-            note(f"{op.kind} failed: {exc}")
-            with contextlib.suppress(Exception):
-                cluster.heal(config.recovery_timeout_s)
-    return count
