@@ -34,7 +34,8 @@ session timeout. Three measurements:
   (``group_protocol="consumer"``), then the classic protocol. Each group is
   measured twice: its members long-polling Fetch on their (empty) partitions,
   as deployed consumers do, then with every partition paused, so that only
-  heartbeats reach the broker. The members poll in threads of this process,
+  heartbeats and the client's auto-commits (every 5 s, as Kafka's Java
+  consumer) reach the broker. The members poll in threads of this process,
   whose CPU is not counted; the group must keep one generation (member epoch)
   through every window, so members that stopped heartbeating fail the run.
   Goal: the group costs < 2 % of a core over the baseline.
@@ -101,7 +102,7 @@ class Member(threading.Thread):
         self.topic = topic
         self.poll_ms = poll_ms
         self.stopped = threading.Event()
-        self.fetch_nothing = threading.Event()  # pause every partition: heartbeats only
+        self.fetch_nothing = threading.Event()  # pause every partition: no Fetch
         self.subscribed_at = 0.0
 
     def run(self) -> None:
@@ -180,7 +181,7 @@ def idle_group_cost(bootstrap: str, pid: int, protocol: str, windows: int,
                     seconds: float) -> tuple[list[float], list[float]]:
     """The broker's CPU per window while a stable group of IDLE_MEMBERS sits idle: with
     the members long-polling Fetch (as deployed consumers do), then with every partition
-    paused (heartbeats only: the coordinator's own share)."""
+    paused (heartbeats and auto-commits: the coordinator's own share)."""
     with running([Member(bootstrap, f"idle-{protocol}", "idle", i, protocol, IDLE_CONSUMER,
                          poll_ms=500) for i in range(IDLE_MEMBERS)]) as members:
         wait(lambda: settled(members, IDLE_PARTITIONS), timeout_s=120)
