@@ -1,8 +1,10 @@
-"""Helpers the benchmark scripts share: a bounded run time, and how a run ends."""
+"""Helpers the benchmark scripts share: a bounded run time, how a run ends, and a
+process's CPU time."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -83,3 +85,26 @@ def start_run(args: argparse.Namespace, prefix: str) -> tuple[Deadline, Path]:
     deadline = Deadline(args.timeout or (quick_timeout_s if args.quick else timeout_s))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return deadline, Path(tempfile.mkdtemp(prefix=prefix, dir=args.dir))
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time a process has used so far (utime + stime, in 10 ms ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # the name in () may hold spaces
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def wait_until_idle(pid: int, deadline: Deadline, window_s: float = 0.2,
+                    at_most_s: float = 5.0) -> None:
+    """Let a server finish background work (e.g. creating topics) before timing it:
+    wait for a window with at most one 10 ms tick of CPU, for ``at_most_s``."""
+    give_up = time.monotonic() + at_most_s
+    while time.monotonic() < give_up:
+        deadline.check()
+        before = cpu_seconds(pid)
+        time.sleep(window_s)
+        if cpu_seconds(pid) - before <= 0.011:
+            return

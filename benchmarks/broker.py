@@ -117,7 +117,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_support import BenchTimeout, Deadline  # noqa: E402
+from bench_support import BenchTimeout, Deadline, cpu_seconds, wait_until_idle  # noqa: E402
 
 from slog.broker.daemon import start_daemon, stop_daemon  # noqa: E402
 
@@ -154,7 +154,6 @@ CLIENTS = ("c", "kcat", "python")
 REDIS_XADD_PIPELINE = 100
 REDIS_READ_COUNT = 1000
 REDIS_READ_PIPELINE = 10
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 
@@ -216,25 +215,6 @@ def free_port() -> int:
     with contextlib.closing(socket.socket()) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
-def wait_until_idle(pid: int, deadline: Deadline, window_s: float = 0.2,
-                    at_most_s: float = 5.0) -> None:
-    """Let a server finish background work (e.g. creating topics) before timing it:
-    wait for a window with at most one 10 ms tick of CPU, for ``at_most_s``."""
-    give_up = time.monotonic() + at_most_s
-    while time.monotonic() < give_up:
-        deadline.check()
-        before = cpu_seconds(pid)
-        time.sleep(window_s)
-        if cpu_seconds(pid) - before <= 0.011:
-            return
 
 
 def memory(pid: int) -> RunMemory:

@@ -44,7 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_support import BenchTimeout, Deadline  # noqa: E402
+from bench_support import BenchTimeout, Deadline, cpu_seconds  # noqa: E402
 
 from slog.client import Admin, Consumer, NewTopic, Producer, TopicPartition  # noqa: E402
 from slog.client.errors import KafkaError  # noqa: E402
@@ -123,11 +123,6 @@ def measure_refresh(bootstrap: str, data_dir: Path, runs: int, deadline: Deadlin
         return times
     finally:
         collector.close()
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure_cpu(bootstrap: str, data_dir: Path, seconds: float, deadline: Deadline) -> float:

@@ -66,7 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_support import BenchTimeout, Deadline, measure_and_report  # noqa: E402
+from bench_support import BenchTimeout, Deadline, cpu_seconds, measure_and_report  # noqa: E402
 from bench_support import wait_until as bench_wait_until  # noqa: E402
 from cluster import BROKERS, running  # noqa: E402
 from cluster import Cluster as BenchCluster  # noqa: E402
@@ -76,7 +76,6 @@ from slog.broker.daemon import is_running, start_daemon, stop_daemon  # noqa: E4
 TOPIC_WIDTH = 100  # partitions per topic above 1,000
 IDLE_SETTLE_S = 15.0
 IDLE_WINDOW_S = 10.0
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 BROKER_CONFIG = {"log.preallocate": "false"}
 TARGETS = {  # at 10,000 partitions unless said otherwise
@@ -89,12 +88,6 @@ def wait_until(condition: Callable[[], object], deadline: Deadline, what: str,
                limit_s: float = 120.0, poll_s: float = 0.02) -> object:
     """bench_support's, with the longer waits thousands of partitions need."""
     return bench_wait_until(condition, deadline, what, limit_s, poll_s)
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
 
 
 def rss_mb(pid: int) -> float:
