@@ -12,8 +12,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from slog.client import Consumer as SlogConsumer
+from slog.client import TopicPartition as SlogPartition
+from slog.client.group_requests import fetch_body, find_coordinator, request
+from slog.core.kafka_errors import ErrorCode
+from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess, running_broker
 from tests.transactions.conftest import TXN_BROKER_CONFIG
+from tests.transactions.test_clients import _producer
 
 TIMEOUT_S = 60
 BROKER = {**TXN_BROKER_CONFIG, "group.consumer.session.timeout.ms": "6000",
@@ -62,17 +68,40 @@ def _consume(member: Consumer, count: int) -> None:
             taken += 1
 
 
-def _send_offsets(bootstrap: str, member: Consumer, transactional_id: str,
-                  commit: bool) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
-    producer.init_transactions(TIMEOUT_S)
+def _open_with_offsets(bootstrap: str, member: Consumer, transactional_id: str) -> Producer:
+    """A transaction left open holding ``member``'s positions as its group's offsets."""
+    producer = _producer(bootstrap, transactional_id)
     producer.begin_transaction()
     producer.send_offsets_to_transaction(member.position(member.assignment()),
                                          member.consumer_group_metadata(), TIMEOUT_S)
-    if commit:
-        producer.commit_transaction(TIMEOUT_S)
-    else:
-        producer.abort_transaction(TIMEOUT_S)
+    return producer
+
+
+def _send_offsets(bootstrap: str, member: Consumer, transactional_id: str,
+                  commit: bool) -> None:
+    producer = _open_with_offsets(bootstrap, member, transactional_id)
+    end = producer.commit_transaction if commit else producer.abort_transaction
+    end(TIMEOUT_S)
+
+
+def _stable_fetch_codes(bootstrap: str, group: str, tp: SlogPartition) -> list[ErrorCode]:
+    """OffsetFetch with require_stable (KIP-447), as a read_committed consumer asks."""
+    with SlogConsumer(bootstrap, group_id=group, enable_auto_commit=False) as probe:
+        node = find_coordinator(probe.cluster, group)
+        probe.cluster.refresh_metadata([])
+        conn = probe.cluster.connection(node.node_id, "stable-probe")
+        answer = request(conn, ApiKey.OFFSET_FETCH, fetch_body(group, [tp], True))
+        return [p.error_code for t in answer.topics for p in t.partitions]
+
+
+def _member_past(bootstrap: str, topic: str, count: int, partitions: int) -> Consumer:
+    """A member of group ``topic``-group that has consumed ``count`` records of a new
+    ``topic``."""
+    _create(bootstrap, topic, partitions)
+    _fill(bootstrap, topic, count, partitions)
+    member = _member(bootstrap, f"{topic}-group", topic)
+    _consume(member, count)
+    return member
 
 
 def _committed(member: Consumer, topic: str, partitions: int) -> list[int]:
@@ -82,12 +111,9 @@ def _committed(member: Consumer, topic: str, partitions: int) -> list[int]:
 
 def test_offsets_of_a_consumer_group_commit_and_abort_with_the_transaction(
         broker: BrokerProcess) -> None:
-    bootstrap, topic, group = broker.bootstrap, "t848-in", "t848-group"
-    _create(bootstrap, topic, 2)
-    _fill(bootstrap, topic, 8, 2)
-    member = _member(bootstrap, group, topic)
+    bootstrap, topic, group = broker.bootstrap, "t848-in", "t848-in-group"
+    member = _member_past(bootstrap, topic, 8, 2)
     try:
-        _consume(member, 8)
         _send_offsets(bootstrap, member, "t848-abort", commit=False)
         assert _committed(member, topic, 2) == [-1001, -1001]  # aborted: nothing stored
         _send_offsets(bootstrap, member, "t848-commit", commit=True)
@@ -112,10 +138,7 @@ def test_offsets_of_a_departed_member_are_refused(broker: BrokerProcess) -> None
     """The metadata of a member that has left names a member the group no longer has:
     the transaction cannot commit the offsets (UNKNOWN_MEMBER_ID)."""
     bootstrap, topic, group = broker.bootstrap, "t848-stale", "t848-stale-group"
-    _create(bootstrap, topic, 1)
-    _fill(bootstrap, topic, 3, 1)
-    first = _member(bootstrap, group, topic)
-    _consume(first, 3)
+    first = _member_past(bootstrap, topic, 3, 1)
     positions = first.position(first.assignment())
     metadata = first.consumer_group_metadata()
     first.close()
@@ -132,6 +155,22 @@ def test_offsets_of_a_departed_member_are_refused(broker: BrokerProcess) -> None
         second.close()
 
 
+def test_pending_offsets_of_a_consumer_group_are_unstable(broker: BrokerProcess) -> None:
+    """Until the COMMIT marker, OffsetFetch with require_stable answers
+    UNSTABLE_OFFSET_COMMIT for the consumer group's partition; then the offset."""
+    bootstrap, topic, group = broker.bootstrap, "t848-unstable", "t848-unstable-group"
+    member = _member_past(bootstrap, topic, 3, 1)
+    try:
+        producer = _open_with_offsets(bootstrap, member, "t848-unstable")
+        tp = SlogPartition(topic, 0)
+        assert _stable_fetch_codes(bootstrap, group, tp) == [ErrorCode.unstable_offset_commit]
+        producer.commit_transaction(TIMEOUT_S)
+        assert _stable_fetch_codes(bootstrap, group, tp) == [ErrorCode.none]
+        assert _committed(member, topic, 1) == [3]
+    finally:
+        member.close()
+
+
 def test_committed_offsets_survive_a_coordinator_restart(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """The restarted coordinator replays the committed transaction's offsets into the
@@ -139,11 +178,8 @@ def test_committed_offsets_survive_a_coordinator_restart(
     data = tmp_path_factory.mktemp("txn848-restart") / "data"
     topic, group = "t848-restart", "t848-restart-group"
     with running_broker(data, 1, **BROKER) as process:
-        _create(process.bootstrap, topic, 1)
-        _fill(process.bootstrap, topic, 5, 1)
-        member = _member(process.bootstrap, group, topic)
+        member = _member_past(process.bootstrap, topic, 5, 1)
         try:
-            _consume(member, 5)
             _send_offsets(process.bootstrap, member, "t848-restart-1", commit=True)
             _fill(process.bootstrap, topic, 2, 1)
             _consume(member, 2)
