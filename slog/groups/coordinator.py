@@ -31,7 +31,8 @@ from typing import NamedTuple
 
 from slog.core.consumer_protocol import PROTOCOL_TYPE
 from slog.core.due import WakingDueSchedule
-from slog.core.kafka_errors import ErrorCode
+from slog.core.kafka_errors import ErrorCode, KafkaApiError
+from slog.groups.consumer_group import ConsumerGroup
 from slog.groups.group import GroupMetadata, GroupState, GroupSummary
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import (
@@ -42,6 +43,7 @@ from slog.groups.member import (
     SyncCallback,
     SyncResult,
 )
+from slog.groups.migration import txn_commit_check
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 from slog.groups.requests import (
     HeartbeatRequest,
@@ -649,6 +651,13 @@ class GroupCoordinator:
         limit = self.config.offset_metadata_max_bytes
         if any(len(v.metadata.encode()) > limit for v in request.offsets.values()):
             return ErrorCode.offset_metadata_too_large
+        consumer_group = self.manager.consumer_groups.get(request.group_id)
+        if consumer_group is not None:  # KIP-848: the member epoch is the generation
+            try:
+                txn_commit_check(consumer_group, request.member_id, request.generation_id)
+            except KafkaApiError as exc:
+                return exc.code
+            return None
         group = self.manager.get(request.group_id)
         if group is None:  # a standalone group is made when the offsets are stored
             return ErrorCode.illegal_generation if request.generation_id >= 0 else None
@@ -657,8 +666,13 @@ class GroupCoordinator:
     def store_txn_offsets(self, group_id: str,
                           offsets: Mapping[TopicPartition, OffsetAndMetadata],
                           callback: Callable[[ErrorCode], None]) -> None:
-        """A COMMIT marker reached the group's partition: its offsets are stored."""
-        self.manager.store_offsets(self.manager.get_or_create(group_id), offsets, callback)
+        """A COMMIT marker reached the group's partition: its offsets are stored, into
+        the KIP-848 group when there is one (OffsetFetch reads that group's offsets)."""
+        group: GroupMetadata | ConsumerGroup | None = \
+            self.manager.consumer_groups.get(group_id)
+        if group is None:
+            group = self.manager.get_or_create(group_id)
+        self.manager.store_offsets(group, offsets, callback)
 
     def _store_offsets(self, group: GroupMetadata,
                        offsets: Mapping[TopicPartition, OffsetAndMetadata],

@@ -13,6 +13,7 @@ from slog.groups.consumer_group import (
     MemberState,
     TopicInfo,
 )
+from slog.groups.migration import txn_commit_check
 from slog.groups.server_assignors import (
     ASSIGNORS,
     MemberSubscription,
@@ -190,6 +191,21 @@ def test_offset_commit_checks_member_epochs() -> None:
             g.validate_offset_commit(member, epoch)
         assert exc.value.code is code
     g.validate_offset_fetch(None, -1)
+
+
+def test_txn_offset_commit_checks_member_epochs() -> None:
+    """TxnOffsetCommit has no STALE_MEMBER_EPOCH: a stale epoch is ILLEGAL_GENERATION."""
+    g = group()
+    txn_commit_check(g, "", -1)  # empty group: an admin-style commit is fine
+    a = beat(g, "a", 0)
+    txn_commit_check(g, "a", a.member_epoch)
+    for member, epoch, code in (("a", a.member_epoch - 1, ErrorCode.illegal_generation),
+                                ("a", a.member_epoch + 1, ErrorCode.illegal_generation),
+                                ("b", 1, ErrorCode.unknown_member_id),
+                                ("", -1, ErrorCode.unknown_member_id)):
+        with pytest.raises(KafkaApiError) as exc:
+            txn_commit_check(g, member, epoch)
+        assert exc.value.code is code
 
 
 def test_many_members_converge_without_double_ownership() -> None:
