@@ -205,3 +205,18 @@ def test_o_excl_and_locks_work_across_processes(root: Path) -> None:
             "try:\n    fcntl.flock(h, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
             "except BlockingIOError:\n    sys.exit(3)\n")])
         assert other.returncode == 3  # the lock held here is seen by another process
+
+
+def test_posix_locks_work_across_processes(root: Path) -> None:
+    """fcntl (POSIX) record locks as well as flock: the kernel applies them."""
+    import fcntl
+
+    path = root / "posix.lock"
+    with open(path, "a") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        other = subprocess.run([sys.executable, "-c", (
+            "import fcntl, sys\n"
+            f"h = open({str(path)!r}, 'a')\n"
+            "try:\n    fcntl.lockf(h, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "except OSError as e:\n    sys.exit(3 if e.errno in (11, 13) else 4)\n")])
+        assert other.returncode == 3  # held here, refused there (EAGAIN/EACCES, not EINVAL)
