@@ -176,7 +176,7 @@ class Sender(threading.Thread):
             self._wait(max(self._pid_retry_at - now, 0.0) if self._transactional_id is None
                        else self._backoff_s)
             return
-        for batch in self._acc.drain(now):
+        for batch in self._acc.drain(now, self._backlogged):
             self._enqueue(batch)
         if now >= self._metadata_stale_at:
             self._metadata_needed = True  # notice new partitions and moved leaders
@@ -239,6 +239,11 @@ class Sender(threading.Thread):
             queue.next_sequence = (queue.next_sequence + batch.count) % _SEQUENCE_MODULUS
         else:
             batch.seal()
+
+    def _backlogged(self, tp: TP) -> bool:
+        """Batches of ``tp`` wait to be sent: its open batch may keep filling meanwhile."""
+        queue = self._queues.get(tp)
+        return queue is not None and bool(queue.batches)
 
     def _enqueue(self, batch: ProducerBatch) -> None:
         queue = self._queues[batch.tp]
@@ -481,7 +486,7 @@ class Sender(threading.Thread):
 
     def _next_timeout(self, now: float) -> float | None:
         deadlines = []
-        linger = self._acc.next_linger_deadline()
+        linger = self._acc.next_linger_deadline(self._backlogged)
         if linger is not None:
             deadlines.append(linger)
         if any(q.batches for q in self._queues.values()):

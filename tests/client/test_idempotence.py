@@ -107,3 +107,26 @@ def test_broker_killed_and_restarted_mid_stream_acks_all(tmp_path: Path) -> None
         with Admin(broker.bootstrap) as admin:
             tp = TopicPartition(topic, 0)
             assert admin.list_offsets({tp: "latest"})[tp].offset == count
+
+
+def test_backlog_of_an_outage_goes_out_in_full_batches(tmp_path: Path) -> None:
+    """Records sent while the leader is down keep filling one open batch (Kafka's
+    accumulator does the same): without that, each linger sealed a batch of a record or
+    two, and after the outage thousands of them went out one round trip each, so a
+    backlog outgrew what the partition could take and expired at delivery_timeout_ms."""
+    count = 2_000
+    with running_broker(tmp_path / "data") as broker:
+        topic = "backlog"
+        with Producer(broker.bootstrap, linger_ms=1, retry_backoff_ms=20,
+                      request_timeout_ms=5_000) as producer:
+            producer.send(topic, b"0").result(30)
+            broker.kill()
+            futures = []
+            for i in range(1, count):
+                futures.append(producer.send(topic, b"%d" % i))
+                time.sleep(0.0005)  # a few records per linger: tiny batches if sealed
+            broker.start()
+            producer.flush(60)
+            assert all(f.exception(0) is None for f in futures)
+        assert_exactly_once(broker.bootstrap, topic, count)
+        assert len(raw_batches(broker.bootstrap, topic)) < 20
