@@ -252,15 +252,37 @@ class Sender(threading.Thread):
 
     def _expire(self, now: float) -> None:
         limit = now - self._delivery_timeout_s
+        broken: ProduceError | None = None
         for (topic, partition), queue in self._queues.items():
+            expired: list[ProducerBatch] = []
             while queue.batches and queue.batches[0].created <= limit:
                 batch = queue.batches.popleft()
-                self._finish(batch, error=ProduceError(
+                error = ProduceError(
                     _TIMED_OUT,
                     f"{batch.count} record(s) expired: delivery_timeout_ms "
                     f"({self._delivery_timeout_s * 1000:.0f} ms) passed since the batch was "
                     f"created ({batch.attempts} attempt(s))",
-                    topic=topic, partition=partition))
+                    topic=topic, partition=partition)
+                self._finish(batch, error=error)
+                expired.append(batch)
+            if expired and self._gap_breaks_sequences(expired, queue):
+                broken = error
+        if broken is not None:  # as Kafka's epoch bump (KIP-360): new sequences for all
+            self._reset_producer_id(broken)
+
+    def _gap_breaks_sequences(self, expired: list[ProducerBatch], queue: _PartitionQueue
+                              ) -> bool:
+        """Expired batches leave a hole in their partition's sequences, so every later
+        batch would get OUT_OF_ORDER_SEQUENCE until it expired too. Never sent: the later
+        ones take over their numbers. Perhaps written: True (a new producer id is needed)."""
+        if not self._idempotent or self._transactional_id is not None or \
+                expired[0].producer_id != self._producer_id:
+            return False
+        if any(b.attempts for b in expired) or queue.in_flight or \
+                any(b.attempts for b in queue.batches):
+            return True
+        self._reuse_sequences(expired[0], queue)
+        return False
 
     # -- sending -------------------------------------------------------------------------
     def _sendable(self, queue: _PartitionQueue, now: float) -> bool:
