@@ -237,24 +237,34 @@ class RecordAccumulator:
         self._on_batch_closed(batch)
 
     # -- the sender's side -------------------------------------------------------------
-    def drain(self, now: float) -> list[ProducerBatch]:
-        """Closed batches, plus open ones whose linger passed (all of them when flushing)."""
+    def drain(self, now: float, held: Callable[[tuple[str, int]], bool] = lambda tp: False
+              ) -> list[ProducerBatch]:
+        """Closed batches, plus open ones whose linger passed (all of them when flushing).
+
+        An open batch of a partition for which ``held`` is true stays open: the sender
+        cannot send it before what it already queued there, and meanwhile the batch
+        keeps filling (after an outage the backlog goes out in full batches, not in
+        thousands of one-record batches sent one round trip each)."""
         with self._lock:
             if self._open:
                 cutoff = now if self._flushing else now - self.linger_s
-                for batch in [b for b in self._open.values() if b.created <= cutoff]:
+                for batch in [b for b in self._open.values()
+                              if b.created <= cutoff and not held(b.tp)]:
                     self._close(batch)
             drained = list(self._closed)
             self._closed.clear()
             return drained
 
-    def next_linger_deadline(self) -> float | None:
+    def next_linger_deadline(self, held: Callable[[tuple[str, int]], bool] = lambda tp: False
+                             ) -> float | None:
+        """When :meth:`drain` (with the same ``held``) next has something to give."""
         with self._lock:
-            if self._closed or (self._open and self._flushing):
+            if self._closed:
                 return 0.0
-            if not self._open:
+            lingering = [b.created for b in self._open.values() if not held(b.tp)]
+            if not lingering:
                 return None
-            return min(b.created for b in self._open.values()) + self.linger_s
+            return 0.0 if self._flushing else min(lingering) + self.linger_s
 
     def release(self, batch: ProducerBatch) -> None:
         """A batch is finished (delivered or failed): free its buffer space."""

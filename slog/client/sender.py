@@ -176,7 +176,7 @@ class Sender(threading.Thread):
             self._wait(max(self._pid_retry_at - now, 0.0) if self._transactional_id is None
                        else self._backoff_s)
             return
-        for batch in self._acc.drain(now):
+        for batch in self._acc.drain(now, self._backlogged):
             self._enqueue(batch)
         if now >= self._metadata_stale_at:
             self._metadata_needed = True  # notice new partitions and moved leaders
@@ -240,6 +240,11 @@ class Sender(threading.Thread):
         else:
             batch.seal()
 
+    def _backlogged(self, tp: TP) -> bool:
+        """Batches of ``tp`` wait to be sent: its open batch may keep filling meanwhile."""
+        queue = self._queues.get(tp)
+        return queue is not None and bool(queue.batches)
+
     def _enqueue(self, batch: ProducerBatch) -> None:
         queue = self._queues[batch.tp]
         self._seal(batch, queue)
@@ -247,15 +252,37 @@ class Sender(threading.Thread):
 
     def _expire(self, now: float) -> None:
         limit = now - self._delivery_timeout_s
+        broken: ProduceError | None = None
         for (topic, partition), queue in self._queues.items():
+            expired: list[ProducerBatch] = []
             while queue.batches and queue.batches[0].created <= limit:
                 batch = queue.batches.popleft()
-                self._finish(batch, error=ProduceError(
+                error = ProduceError(
                     _TIMED_OUT,
                     f"{batch.count} record(s) expired: delivery_timeout_ms "
                     f"({self._delivery_timeout_s * 1000:.0f} ms) passed since the batch was "
                     f"created ({batch.attempts} attempt(s))",
-                    topic=topic, partition=partition))
+                    topic=topic, partition=partition)
+                self._finish(batch, error=error)
+                expired.append(batch)
+            if expired and self._gap_breaks_sequences(expired, queue):
+                broken = error
+        if broken is not None:  # as Kafka's epoch bump (KIP-360): new sequences for all
+            self._reset_producer_id(broken)
+
+    def _gap_breaks_sequences(self, expired: list[ProducerBatch], queue: _PartitionQueue
+                              ) -> bool:
+        """Expired batches leave a hole in their partition's sequences, so every later
+        batch would get OUT_OF_ORDER_SEQUENCE until it expired too. Never sent: the later
+        ones take over their numbers. Perhaps written: True (a new producer id is needed)."""
+        if not self._idempotent or self._transactional_id is not None or \
+                expired[0].producer_id != self._producer_id:
+            return False
+        if any(b.attempts for b in expired) or queue.in_flight or \
+                any(b.attempts for b in queue.batches):
+            return True
+        self._reuse_sequences(expired[0], queue)
+        return False
 
     # -- sending -------------------------------------------------------------------------
     def _sendable(self, queue: _PartitionQueue, now: float) -> bool:
@@ -481,7 +508,7 @@ class Sender(threading.Thread):
 
     def _next_timeout(self, now: float) -> float | None:
         deadlines = []
-        linger = self._acc.next_linger_deadline()
+        linger = self._acc.next_linger_deadline(self._backlogged)
         if linger is not None:
             deadlines.append(linger)
         if any(q.batches for q in self._queues.values()):

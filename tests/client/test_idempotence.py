@@ -107,3 +107,48 @@ def test_broker_killed_and_restarted_mid_stream_acks_all(tmp_path: Path) -> None
         with Admin(broker.bootstrap) as admin:
             tp = TopicPartition(topic, 0)
             assert admin.list_offsets({tp: "latest"})[tp].offset == count
+
+
+def test_backlog_of_an_outage_goes_out_in_full_batches(tmp_path: Path) -> None:
+    """Records sent while the leader is down keep filling one open batch (Kafka's
+    accumulator does the same): without that, each linger sealed a batch of a record or
+    two, and after the outage thousands of them went out one round trip each, so a
+    backlog outgrew what the partition could take and expired at delivery_timeout_ms."""
+    count = 2_000
+    with running_broker(tmp_path / "data") as broker:
+        topic = "backlog"
+        with Producer(broker.bootstrap, linger_ms=1, retry_backoff_ms=20,
+                      request_timeout_ms=5_000) as producer:
+            producer.send(topic, b"0").result(30)
+            broker.kill()
+            futures = []
+            for i in range(1, count):
+                futures.append(producer.send(topic, b"%d" % i))
+                time.sleep(0.0005)  # a few records per linger: tiny batches if sealed
+            broker.start()
+            producer.flush(60)
+            assert all(f.exception(0) is None for f in futures)
+        assert_exactly_once(broker.bootstrap, topic, count)
+        assert len(raw_batches(broker.bootstrap, topic)) < 20
+
+
+def test_batches_that_expired_unsent_leave_no_sequence_gap(tmp_path: Path) -> None:
+    """Batches that expired while the leader was down took sequence numbers; the ones
+    after them take those numbers over, instead of arriving after a gap and failing with
+    OUT_OF_ORDER_SEQUENCE_NUMBER (or, while the partition retried, being retried until
+    they expired as well)."""
+    with running_broker(tmp_path / "data") as broker:
+        topic = "expire-me"
+        with Producer(broker.bootstrap, linger_ms=1, retry_backoff_ms=20,
+                      request_timeout_ms=1_000, delivery_timeout_ms=2_000) as producer:
+            producer.send(topic, b"before").result(30)
+            broker.kill()
+            lost = [producer.send(topic, b"expired-%d" % i) for i in range(50)]
+            time.sleep(3)  # past delivery_timeout_ms: they fail, never sent
+            assert all(f.exception(0) is not None for f in lost)
+            broker.start()
+            after = [producer.send(topic, b"after-%d" % i) for i in range(50)]
+            producer.flush(30)
+            assert [f.exception(0) for f in after] == [None] * 50
+        values = [r.value for r in read_all(broker.bootstrap, topic, timeout_s=30)]
+        assert values == [b"before"] + [b"after-%d" % i for i in range(50)]

@@ -42,10 +42,10 @@ def mount(state_dir: Path) -> None:
             try:
                 if command == "cut":
                     _syncfs(state_dir / MOUNT)
-                    with operations.lock:
+                    with operations.state_lock:
                         answer = operations.durability.cut().to_json()
                 elif command == "pending":
-                    with operations.lock:
+                    with operations.state_lock:
                         answer = {**operations.durability.pending().to_json(),
                                   "entries": operations.durability.unsynced_entries()}
                 else:

@@ -35,8 +35,10 @@ class PowerFS(mfusepy.Operations):  # type: ignore[misc]
     def __init__(self, tree: Path, durability: Durability):
         self.tree = tree
         self.durability = durability
-        # Operations that change what a cut undoes, and the cut itself, take turns.
-        self.lock = threading.Lock()
+        # Operations that change what a cut undoes, and the cut itself, take turns. Not
+        # named `lock`: mfusepy would take it for the FUSE POSIX-lock operation, and every
+        # fcntl lock (and every close) would call it and fail with EINVAL.
+        self.state_lock = threading.Lock()
 
     def _real(self, path: str) -> Path:
         return self.tree / path.lstrip("/")
@@ -115,13 +117,13 @@ class PowerFS(mfusepy.Operations):  # type: ignore[misc]
             self.durability.before_entry_change(self._real(path))
 
     def mkdir(self, path: str, mode: int) -> int:
-        with self.lock:
+        with self.state_lock:
             self._entry_change(path)
             os.mkdir(self._real(path), mode)
         return 0
 
     def rmdir(self, path: str) -> int:
-        with self.lock:
+        with self.state_lock:
             self._entry_change(path)
             real = self._real(path)
             if any(os.scandir(real)):
@@ -130,36 +132,36 @@ class PowerFS(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     def unlink(self, path: str) -> int:
-        with self.lock:
+        with self.state_lock:
             self._entry_change(path)
             os.unlink(self._real(path))
         return 0
 
     def rename(self, old: str, new: str) -> int:
-        with self.lock:
+        with self.state_lock:
             self._entry_change(old, new)
             os.rename(self._real(old), self._real(new))
         return 0
 
     def link(self, target: str, source: str) -> int:  # target: the new name
-        with self.lock:
+        with self.state_lock:
             self._entry_change(target)
             os.link(self._real(source), self._real(target))
         return 0
 
     def symlink(self, target: str, source: str) -> int:  # target: the link, source: its text
-        with self.lock:
+        with self.state_lock:
             self._entry_change(target)
             os.symlink(source, self._real(target))
         return 0
 
     def create(self, path: str, mode: int, flags: int = os.O_WRONLY) -> int:
-        with self.lock:
+        with self.state_lock:
             self._entry_change(path)
             return os.open(self._real(path), _backing_flags(flags) | os.O_CREAT, mode)
 
     def fsyncdir(self, path: str, datasync: int, fh: int) -> int:
-        with self.lock:
+        with self.state_lock:
             self.durability.dir_synced(self._real(path))
         return 0
 
@@ -171,12 +173,12 @@ class PowerFS(mfusepy.Operations):  # type: ignore[misc]
         return fd
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-        with self.lock:
+        with self.state_lock:
             self.durability.before_write(fh, self._real(path), offset, len(data))
             return os.pwrite(fh, data, offset)
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
-        with self.lock:
+        with self.state_lock:
             fd = fh if fh is not None else os.open(self._real(path), os.O_RDWR)
             try:
                 self.durability.before_resize(fd, self._real(path), length)
@@ -189,7 +191,7 @@ class PowerFS(mfusepy.Operations):  # type: ignore[misc]
     def fallocate(self, path: str, mode: int, offset: int, size: int, fh: int) -> int:
         if mode not in (0, FALLOC_FL_KEEP_SIZE):  # hole punching etc.: slog uses none
             raise mfusepy.FuseOSError(errno.EOPNOTSUPP)
-        with self.lock:
+        with self.state_lock:
             if mode == 0:
                 self.durability.before_resize(fh, self._real(path))
             if _libc.fallocate(fh, mode, ctypes.c_int64(offset), ctypes.c_int64(size)) != 0:
@@ -197,7 +199,7 @@ class PowerFS(mfusepy.Operations):  # type: ignore[misc]
         return 0
 
     def fsync(self, path: str, datasync: int, fh: int) -> int:
-        with self.lock:
+        with self.state_lock:
             self.durability.file_synced(fh)
         return 0
 

@@ -190,6 +190,17 @@ def test_utime_reaches_stat(root: Path) -> None:
     assert abs(path.stat().st_mtime - os.stat(root).st_mtime) < 60
 
 
+def _refused_elsewhere(path: Path, call: str) -> bool:
+    """Whether another process's ``fcntl.<call>(LOCK_EX | LOCK_NB)`` on ``path`` is
+    refused as held (EAGAIN/EACCES; any other error, such as EINVAL, is not that)."""
+    other = subprocess.run([sys.executable, "-c", (
+        "import fcntl, sys\n"
+        f"h = open({str(path)!r}, 'a')\n"
+        f"try:\n    fcntl.{call}(h, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except OSError as e:\n    sys.exit(3 if e.errno in (11, 13) else 4)\n")])
+    return other.returncode == 3
+
+
 def test_o_excl_and_locks_work_across_processes(root: Path) -> None:
     path = root / "controller.lock"
     os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -199,9 +210,14 @@ def test_o_excl_and_locks_work_across_processes(root: Path) -> None:
 
     with open(path, "a") as handle:
         portalocker.lock(handle, portalocker.LOCK_EX | portalocker.LOCK_NB)
-        other = subprocess.run([sys.executable, "-c", (
-            "import fcntl, sys\n"
-            f"h = open({str(path)!r}, 'a')\n"
-            "try:\n    fcntl.flock(h, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-            "except BlockingIOError:\n    sys.exit(3)\n")])
-        assert other.returncode == 3  # the lock held here is seen by another process
+        assert _refused_elsewhere(path, "flock")  # the lock held here is seen elsewhere
+
+
+def test_posix_locks_work_across_processes(root: Path) -> None:
+    """fcntl (POSIX) record locks as well as flock: the kernel applies them."""
+    import fcntl
+
+    path = root / "posix.lock"
+    with open(path, "a") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _refused_elsewhere(path, "lockf")
