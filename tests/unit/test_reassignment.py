@@ -256,7 +256,7 @@ class FakePartition:
         self.reads: list[tuple[int, int, bool]] = []
 
     def read(self, offset: int, max_bytes: int, *, committed_only: bool,
-             min_one: bool = True) -> FetchSlice:
+             min_one: bool = True, read_committed: bool = False) -> FetchSlice:
         self.reads.append((offset, max_bytes, committed_only))
         return FetchSlice([memoryview(b"x" * 700)], 700, offset, offset + 1)
 
