@@ -20,7 +20,8 @@ from typing import Any
 
 from slog.chaos.history import Read
 from slog.chaos.txn_history import ABORTED, COMMITTED, UNKNOWN, TxnLog, output_value
-from slog.chaos.workload import _text, _Worker, end_offsets
+from slog.chaos.worker import PollingReader, Worker, record_text
+from slog.chaos.workload import end_offsets
 from slog.client import Consumer, Producer, TopicPartition
 from slog.client.types import ConsumerRecord
 from slog.core.errors import SlogError
@@ -34,7 +35,7 @@ class _AbortOnPurpose(SlogError):
     """The workload's own reason to abort a transaction."""
 
 
-class TxnPipeline(_Worker):
+class TxnPipeline(Worker):
     """One member of the pipeline group, with transactional id ``txn-<name>``."""
 
     def __init__(self, name: str, bootstrap: str, input_topic: str, output_topic: str,
@@ -53,7 +54,7 @@ class TxnPipeline(_Worker):
         return f"txn-{self.prefix}"
 
     def run(self) -> None:
-        while not self._halt.is_set():
+        while not self.stopping:
             consumer = Consumer(
                 self.bootstrap, group_id=self.group, isolation_level="read_committed",
                 enable_auto_commit=False, auto_offset_reset="earliest",
@@ -66,7 +67,7 @@ class TxnPipeline(_Worker):
             try:
                 producer.init_transactions()
                 consumer.subscribe([self.topic])
-                while not self._halt.is_set():
+                while not self.stopping:
                     records = consumer.poll(200, max_records=MAX_BATCH)
                     if records:
                         self._transaction(consumer, producer, records)
@@ -84,7 +85,7 @@ class TxnPipeline(_Worker):
                      records: list[ConsumerRecord]) -> None:
         name = f"{self.prefix}-{self.transactions}"
         self.transactions += 1
-        values = [output_value(_text(r.value), name) for r in records]
+        values = [output_value(record_text(r.value), name) for r in records]
         self.txn_log.wrote(name, values)  # before sending: whatever lands is accounted for
         producer.begin_transaction()
         try:
@@ -123,33 +124,23 @@ class TxnPipeline(_Worker):
                 consumer.seek(tp, found.offset)
 
 
-class CommittedVerifier(_Worker):
+class CommittedVerifier(PollingReader):
     """A read_committed reader of every output partition (no group), logging each record."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, partitions: int, log: TxnLog,
                  on_error: Callable[[str], None] = lambda line: None):
         super().__init__("verifier", name, bootstrap, topic, log.base, on_error)
-        self.reader = name
         self.partitions = partitions
-        self.records = 0
 
-    def run(self) -> None:
-        consumer = _committed_reader(self.bootstrap, f"chaos-{self.reader}")
-        try:
-            consumer.assign([TopicPartition(self.topic, p) for p in range(self.partitions)])
-            while not self._halt.is_set():
-                try:
-                    records = consumer.poll(200)
-                except Exception as exc:  # keep verifying through any client error
-                    self.on_error(f"{self.reader}: poll failed: {exc}")
-                    time.sleep(0.2)
-                    continue
-                self.log.add_all(Read(self.reader, r.partition, r.offset, _text(r.value))
-                                 for r in records)
-                self.records += len(records)
-        finally:
-            with contextlib.suppress(Exception):
-                consumer.close()
+    def open_consumer(self) -> Consumer:
+        return _committed_reader(self.bootstrap, f"chaos-{self.reader}")
+
+    def start_reading(self, consumer: Consumer) -> None:
+        consumer.assign([TopicPartition(self.topic, p) for p in range(self.partitions)])
+
+    def handle(self, consumer: Consumer, records: list[ConsumerRecord]) -> None:
+        self.log.add_all(Read(self.reader, r.partition, r.offset, record_text(r.value))
+                         for r in records)
 
 
 def _committed_reader(bootstrap: str, client_id: str, **options: Any) -> Consumer:

@@ -9,29 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from slog.chaos.history import Ack, Assignment, HistoryLog, Read
+from slog.chaos.worker import PollingReader, Worker, record_text
 from slog.client import Admin, Consumer, KafkaError, Producer, RecordMetadata, TopicPartition
+from slog.client.types import ConsumerRecord
 
 MAX_OUTSTANDING = 20_000  # records sent but not yet acknowledged or failed
 
 
-class _Worker(threading.Thread):
-    """A client thread of the workload: it logs to ``log``, reports client errors to
-    ``on_error`` and runs until :meth:`stop`."""
-
-    def __init__(self, kind: str, name: str, bootstrap: str, topic: str, log: HistoryLog,
-                 on_error: Callable[[str], None]):
-        super().__init__(name=f"{kind}-{name}", daemon=True)
-        self.bootstrap = bootstrap
-        self.topic = topic
-        self.log = log
-        self.on_error = on_error
-        self._halt = threading.Event()
-
-    def stop(self) -> None:
-        self._halt.set()
-
-
-class VerifiableProducer(_Worker):
+class VerifiableProducer(Worker):
     """Sends ``<run>-<producer>-<seq>`` round-robin over the partitions, acks=all with
     idempotence, at up to ``rate`` records/s (0: as fast as acknowledgements allow)."""
 
@@ -66,7 +51,7 @@ class VerifiableProducer(_Worker):
 
     def run(self) -> None:
         started = time.monotonic()
-        while not self._halt.is_set():
+        while not self.stopping:
             producer = Producer(self.bootstrap, client_id=f"chaos-{self.prefix}", **self.options)
             try:
                 self._send_until_stopped(producer, started)
@@ -78,7 +63,7 @@ class VerifiableProducer(_Worker):
                 producer.close()
 
     def _send_until_stopped(self, producer: Producer, started: float) -> None:
-        while not self._halt.is_set():
+        while not self.stopping:
             if self.rate and self.sent > self.rate * (time.monotonic() - started):
                 time.sleep(0.005)
                 continue
@@ -111,45 +96,29 @@ class _Tracker:
         return generation
 
 
-class VerifiableConsumer(_Worker):
+class VerifiableConsumer(PollingReader):
     """A group member that logs each record it polls and its assignment per generation."""
 
     def __init__(self, name: str, bootstrap: str, topic: str, group: str, log: HistoryLog,
                  on_error: Callable[[str], None] = lambda line: None):
         super().__init__("consumer", name, bootstrap, topic, log, on_error)
-        self.consumer_name = name
         self.group = group
-        self.records = 0
+        self._tracker = _Tracker(name, log)
 
-    def run(self) -> None:
-        consumer = Consumer(self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
-                            session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
-                            auto_commit_interval_ms=1_000, retry_backoff_ms=50,
-                            request_timeout_ms=10_000, client_id=f"chaos-{self.consumer_name}")
-        tracker = _Tracker(self.consumer_name, self.log)
-        try:
-            consumer.subscribe([self.topic])
-            while not self._halt.is_set():
-                try:
-                    records = consumer.poll(200)
-                except Exception as exc:  # keep verifying through any client error
-                    self.on_error(f"{self.consumer_name}: poll failed: {exc}")
-                    time.sleep(0.2)
-                    continue
-                generation = tracker.update(consumer)
-                for record in records:
-                    self.log.add(Read(self.consumer_name, record.partition, record.offset,
-                                      _text(record.value), generation))
-                self.records += len(records)
-        finally:
-            try:
-                consumer.close()
-            except Exception as exc:  # a broker may be down at the very end; nothing to lose
-                self.on_error(f"{self.consumer_name}: close failed: {exc}")
+    def open_consumer(self) -> Consumer:
+        return Consumer(self.bootstrap, group_id=self.group, auto_offset_reset="earliest",
+                        session_timeout_ms=10_000, heartbeat_interval_ms=1_000,
+                        auto_commit_interval_ms=1_000, retry_backoff_ms=50,
+                        request_timeout_ms=10_000, client_id=f"chaos-{self.reader}")
 
+    def start_reading(self, consumer: Consumer) -> None:
+        consumer.subscribe([self.topic])
 
-def _text(value: bytes | None) -> str:
-    return "" if value is None else value.decode(errors="replace")
+    def handle(self, consumer: Consumer, records: list[ConsumerRecord]) -> None:
+        generation = self._tracker.update(consumer)
+        for record in records:
+            self.log.add(Read(self.reader, record.partition, record.offset,
+                              record_text(record.value), generation))
 
 
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
@@ -189,7 +158,8 @@ def final_read(bootstrap: str, topic: str, partitions: int, log: HistoryLog,
                 raise TimeoutError("the final read did not reach the high watermarks")
             for record in consumer.poll(200):
                 if record.offset < ends[record.partition]:
-                    log.add(Read("final", record.partition, record.offset, _text(record.value)))
+                    log.add(Read("final", record.partition, record.offset,
+                                 record_text(record.value)))
     finally:
         consumer.close()
     return ends
