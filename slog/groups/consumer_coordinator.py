@@ -61,7 +61,7 @@ from slog.groups.migration import (
 )
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 from slog.groups.records import GroupKey, OffsetKey
-from slog.groups.requests import JoinGroupRequest, SyncGroupRequest
+from slog.groups.requests import JoinGroupRequest, OffsetFetchRequest, SyncGroupRequest
 from slog.groups.server_assignors import assignors_from_config
 
 log = logging.getLogger("slog.groups")
@@ -341,14 +341,14 @@ class ConsumerGroupCoordinator:
         self.manager.store_offsets(group, offsets,
                                    lambda error: callback(dict.fromkeys(offsets, error)))
 
-    def handle_fetch_offsets(self, group: ConsumerGroup, member_id: str | None,
-                             member_epoch: int, partitions: Iterable[TopicPartition] | None
+    def handle_fetch_offsets(self, group: ConsumerGroup, request: OffsetFetchRequest
                              ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         try:
             self._validate(group.group_id)
-            group.validate_offset_fetch(member_id, member_epoch)
+            group.validate_offset_fetch(request.member_id, request.member_epoch)
         except KafkaApiError as exc:
             return exc.code, {}
+        partitions = request.partitions
         wanted = list(group.offsets.committed) if partitions is None else list(partitions)
         return ErrorCode.none, {tp: group.offsets.get(tp) for tp in wanted}
 

@@ -49,6 +49,7 @@ from slog.groups.requests import (
     HeartbeatRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
 )
 
@@ -690,14 +691,16 @@ class GroupCoordinator:
 
         self.manager.store_offsets(group, valid, stored)
 
-    def handle_fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None
+    def handle_fetch_offsets(self, request: OffsetFetchRequest
                              ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         """Committed offsets regardless of the group's state (standalone consumers use
-        this too); None for a partition without one. ``partitions=None``: all of them."""
-        error = self._validate_group_status(group_id, allow_empty=True)
+        this too); None for a partition without one. ``partitions=None``: all of them.
+        A classic group has no member epochs: the request's member fields are ignored."""
+        error = self._validate_group_status(request.group_id, allow_empty=True)
         if error is not None:
             return error, {}
-        group = self.manager.get(group_id)
+        group = self.manager.get(request.group_id)
+        partitions = request.partitions
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.none, dict.fromkeys(partitions or ())
         wanted = list(group.offsets.committed) if partitions is None else list(partitions)

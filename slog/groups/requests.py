@@ -8,7 +8,7 @@ whole instead of threading a dozen positional arguments.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.groups.member import Protocols
@@ -61,3 +61,18 @@ class OffsetCommitRequest:
     # v9+ (KIP-848): a member's commit to a group that does not exist is
     # GROUP_ID_NOT_FOUND; older versions keep ILLEGAL_GENERATION.
     report_unknown_group: bool = False
+
+
+@dataclass(frozen=True)
+class OffsetFetchRequest:
+    """One group's part of an OffsetFetch: the single group of v0-v7, or each of v8+'s."""
+
+    group_id: str
+    partitions: Sequence[TopicPartition] | None  # None: all of the group's offsets
+    # v9+ (KIP-848): a consumer group's member names itself and its epoch (checked like a
+    # commit's); others send None and -1. A classic group ignores both, as Kafka does.
+    member_id: str | None = None
+    member_epoch: int = -1
+    # v7+ (KIP-447): an offset a transaction committed whose marker has not landed yet is
+    # answered UNSTABLE_OFFSET_COMMIT instead of the previous offset.
+    require_stable: bool = False

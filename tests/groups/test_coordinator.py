@@ -22,11 +22,12 @@ from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.group import GroupState
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import JoinResult, SyncResult
-from slog.groups.offsets import OffsetAndMetadata
+from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 from slog.groups.requests import (
     HeartbeatRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
 )
 from tests.groups.local_log import LocalOffsetsLog
@@ -116,6 +117,14 @@ def h(tmp_path: Path) -> Iterator[Harness]:
     harness = Harness(tmp_path)
     yield harness
     harness.log.close()
+
+
+def _fetched(coordinator: GroupCoordinator, group_id: str,
+             partitions: list[TopicPartition] | None) -> dict[TopicPartition,
+                                                           OffsetAndMetadata | None]:
+    error, offsets = coordinator.handle_fetch_offsets(OffsetFetchRequest(group_id, partitions))
+    assert error is ErrorCode.none
+    return offsets
 
 
 def stable_pair(h: Harness) -> tuple[JoinResult, JoinResult]:
@@ -274,7 +283,7 @@ def test_commit_rules(h: Harness) -> None:
     tp = ("t", 0)
     # A "simple" consumer (no group management) may commit to an empty group.
     assert h.commit("solo", "", -1, {tp: 5}) == {tp: ErrorCode.none}
-    assert h.coordinator.handle_fetch_offsets("solo", [tp])[1][tp].offset == 5  # type: ignore[union-attr]
+    assert _fetched(h.coordinator, "solo", [tp])[tp].offset == 5  # type: ignore[union-attr]
     assert h.commit("never-seen", "m", 3, {tp: 5}) == {tp: ErrorCode.illegal_generation}
     # v9 (KIP-848) names the problem; a simple consumer's commit still creates the group.
     assert h.commit("never-seen", "m", 3, {tp: 5}, version=9) == \
@@ -289,7 +298,7 @@ def test_commit_rules(h: Harness) -> None:
     assert h.commit("g", a.member_id, 2, {tp: 7}) == {tp: ErrorCode.none}
     h.join_new()  # a newcomer: PreparingRebalance, commits still accepted
     assert h.commit("g", b.member_id, 2, {tp: 8}) == {tp: ErrorCode.none}
-    error, offsets = h.coordinator.handle_fetch_offsets("g", None)
+    error, offsets = h.coordinator.handle_fetch_offsets(OffsetFetchRequest("g", None))
     assert error is ErrorCode.none and offsets[tp].offset == 8  # type: ignore[union-attr]
 
 
@@ -346,7 +355,7 @@ def test_delete_groups(h: Harness) -> None:
     errors = h.coordinator.handle_delete_groups(["g", "old", "missing"])
     assert errors == {"g": ErrorCode.non_empty_group, "old": ErrorCode.none,
                       "missing": ErrorCode.group_id_not_found}
-    assert h.coordinator.handle_fetch_offsets("old", [("t", 0)])[1] == {("t", 0): None}
+    assert _fetched(h.coordinator, "old", [("t", 0)]) == {("t", 0): None}
 
 
 def test_offset_delete_spares_subscribed_topics(h: Harness) -> None:
@@ -355,7 +364,7 @@ def test_offset_delete_spares_subscribed_topics(h: Harness) -> None:
     error, errors = h.coordinator.handle_delete_offsets("g", [("t", 0), ("other", 0)])
     assert error is ErrorCode.none
     assert errors == {("t", 0): ErrorCode.group_subscribed_to_topic, ("other", 0): ErrorCode.none}
-    assert set(h.coordinator.handle_fetch_offsets("g", None)[1]) == {("t", 0)}
+    assert set(_fetched(h.coordinator, "g", None)) == {("t", 0)}
     assert h.coordinator.handle_delete_offsets("missing", [("t", 0)])[0] is \
         ErrorCode.group_id_not_found
 
@@ -367,9 +376,9 @@ def test_offsets_of_an_empty_group_expire(tmp_path: Path) -> None:
     h.commit("g", joined.member_id, 1, {("t", 0): 4})
     h.coordinator.handle_leave_group("g", [(joined.member_id, None)])
     h.advance(5000)
-    assert h.coordinator.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)] is not None
+    assert _fetched(h.coordinator, "g", [("t", 0)])[("t", 0)] is not None
     h.advance(6000)
-    assert h.coordinator.handle_fetch_offsets("g", [("t", 0)])[1][("t", 0)] is None
+    assert _fetched(h.coordinator, "g", [("t", 0)])[("t", 0)] is None
     assert h.state() is GroupState.DEAD  # empty and without offsets: gone
 
 
@@ -385,7 +394,7 @@ def test_a_new_coordinator_loads_groups_and_offsets_from_the_log(h: Harness, tmp
     assert group is not None and group.state is GroupState.STABLE
     assert group.generation_id == 2 and set(group.members) == {a.member_id, b.member_id}
     assert group.get(b.member_id).assignment == b"for-b"
-    assert fresh.coordinator.handle_fetch_offsets("g", None)[1] == {
+    assert _fetched(fresh.coordinator, "g", None) == {
         ("t", 0): OffsetAndMetadata(13, -1, "", 1_700_000_000_000),
         ("t", 1): OffsetAndMetadata(12, -1, "", 1_700_000_000_000)}
     assert fresh.manager.get("simple") is None
@@ -420,7 +429,7 @@ def test_loading_skips_unknown_and_invalid_records_with_a_warning(
     h.log.append(0, builder.build())
     with caplog.at_level(logging.WARNING, logger="slog.groups"):
         fresh = Harness(tmp_path, log=h.log)
-    assert fresh.coordinator.handle_fetch_offsets("solo", None)[1] == {
+    assert _fetched(fresh.coordinator, "solo", None) == {
         ("t", 0): OffsetAndMetadata(5, -1, "", 1_700_000_000_000)}
     warnings = [r.getMessage() for r in caplog.records]
     assert sum("unknown key versions" in w and "{11: 1, 12: 2}" in w for w in warnings) == 1

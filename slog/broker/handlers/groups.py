@@ -31,6 +31,7 @@ from slog.groups.requests import (
     HeartbeatRequest,
     JoinGroupRequest,
     OffsetCommitRequest,
+    OffsetFetchRequest,
     SyncGroupRequest,
 )
 from slog.protocol.apis import ApiKey
@@ -284,20 +285,26 @@ def _unknown_ids(topics: Any) -> list[dict[str, Any]]:
         for t in topics]
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None,
-                 member_epoch: int = -1, require_stable: bool = False) -> dict[str, Any]:
-    # v9's member id and epoch only concern KIP-848 groups: a classic group's
-    # offsets are fetched as before (Kafka ignores them too).
+def _fetch_request(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None,
+                   member_epoch: int, require_stable: bool
+                   ) -> tuple[OffsetFetchRequest, list[dict[str, Any]]]:
+    """One group's OffsetFetch for the coordinator, and the answer for topics requested by
+    an id no topic has (v10)."""
     named = None if topics is None else [(t, _topic_name(ctx, t)) for t in topics]
     wanted = None if named is None else \
         [(name, p) for t, name in named if name is not None for p in t.partition_indexes]
     unknown = _unknown_ids(t for t, name in named or () if name is None)
-    consumer_group = ctx.broker.consumer_groups.group(group_id)
+    return OffsetFetchRequest(group_id, wanted, member_id, member_epoch, require_stable), unknown
+
+
+def _fetch_group(ctx: RequestContext, request: OffsetFetchRequest,
+                 unknown: list[dict[str, Any]]) -> dict[str, Any]:
+    consumer_group = ctx.broker.consumer_groups.group(request.group_id)
     if consumer_group is not None:
-        error, offsets = ctx.broker.consumer_groups.handle_fetch_offsets(
-            consumer_group, member_id, member_epoch, wanted)
+        error, offsets = ctx.broker.consumer_groups.handle_fetch_offsets(consumer_group, request)
     else:
-        error, offsets = _coordinator(ctx).handle_fetch_offsets(group_id, wanted)
+        error, offsets = _coordinator(ctx).handle_fetch_offsets(request)
+    wanted = request.partitions
     if error is not ErrorCode.none:
         if ctx.version < 2:  # no top-level error yet: every partition carries it
             return {"topics": _fetched_topics(ctx, dict.fromkeys(wanted or ()), error),
@@ -309,8 +316,8 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, member_id: str
         offsets = {tp: offset for tp, offset in offsets.items()
                    if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
     answered = _fetched_topics(ctx, offsets)
-    if require_stable:
-        _mark_unstable(ctx, group_id, answered)
+    if request.require_stable:
+        _mark_unstable(ctx, request.group_id, answered)
     return {"topics": answered + unknown, "error_code": NONE}
 
 
@@ -329,13 +336,14 @@ def _mark_unstable(ctx: RequestContext, group_id: str, topics: list[dict[str, An
 async def offset_fetch(ctx: RequestContext, request: Any) -> dict[str, Any]:
     stable = getattr(request, "require_stable", False)
     if ctx.version >= 8:
+        # v9's member id and epoch only concern KIP-848 groups.
         return {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, **_fetch_group(ctx, g.group_id, g.topics,
-                                                    getattr(g, "member_id", None),
-                                                    getattr(g, "member_epoch", -1), stable)}
+            {"group_id": g.group_id, **_fetch_group(ctx, *_fetch_request(
+                ctx, g.group_id, g.topics, getattr(g, "member_id", None),
+                getattr(g, "member_epoch", -1), stable))}
             for g in request.groups]}
-    return {"throttle_time": 0, **_fetch_group(ctx, request.group_id, request.topics,
-                                             require_stable=stable)}
+    return {"throttle_time": 0, **_fetch_group(ctx, *_fetch_request(
+        ctx, request.group_id, request.topics, None, -1, stable))}
 
 
 async def offset_delete(ctx: RequestContext, request: Any) -> dict[str, Any]:
