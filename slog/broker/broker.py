@@ -145,6 +145,7 @@ class Broker:
             self, self.groups.manager)  # KIP-848 groups beside the classic ones
         self.transactions: TransactionCoordinator = build_transaction_coordinator(self)
         self.pending_txn_offsets = PendingTxnOffsets()  # TxnOffsetCommit, until the marker
+        self.groups.manager.txn_offsets = self.pending_txn_offsets  # expiry and deletion
 
     # -- start-up -------------------------------------------------------------------
     def open(self) -> None:

@@ -139,13 +139,17 @@ def restore_pending_offsets(broker: Broker, index: int) -> None:
         return
     for _, header, records in batches:
         first = open_since.get(header.producer_id)
-        if first is None or header.is_control or not header.is_transactional or \
-                header.base_offset < first:
+        ongoing = first is not None and header.is_transactional and header.base_offset >= first
+        if header.is_control or not (ongoing or not header.is_transactional):
             continue
         for record in records:
             try:
                 key = decode_key(record.key or b"")
-                if isinstance(key, OffsetKey) and record.value is not None:
+                if not isinstance(key, OffsetKey):
+                    continue
+                if record.value is None:  # a deleted group's tombstone drops pending ones too
+                    broker.pending_txn_offsets.forget(key.group, [(key.topic, key.partition)])
+                elif ongoing:
                     broker.pending_txn_offsets.add(
                         header.producer_id, header.producer_epoch, key.group,
                         {(key.topic, key.partition): decode_offset_value(record.value)})

@@ -363,7 +363,7 @@ class ConsumerGroupCoordinator:
         errors = {tp: ErrorCode.group_subscribed_to_topic for tp in partitions
                   if tp[0] in group.subscribed}
         eligible = [tp for tp in partitions if tp not in errors]
-        self._tombstone_offsets(group, group.offsets.remove(eligible))
+        self._tombstone_offsets(group, self.manager.remove_offsets(group, eligible))
         errors.update(dict.fromkeys(eligible, ErrorCode.none))
         return ErrorCode.none, errors
 
@@ -399,7 +399,7 @@ class ConsumerGroupCoordinator:
         if not group.is_empty:
             return ErrorCode.non_empty_group
         self._delete(group)
-        self._tombstone_offsets(group, group.offsets.remove(list(group.offsets.committed)))
+        self._tombstone_offsets(group, self.manager.remove_all_offsets(group))
         return ErrorCode.none
 
     def _delete(self, group: ConsumerGroup) -> None:
@@ -424,16 +424,20 @@ class ConsumerGroupCoordinator:
 
     def remove_expired_offsets(self) -> int:
         """Kafka's rule for consumer groups: an offset expires ``offsets.retention.minutes``
-        after its commit unless the group subscribes to its topic; an empty group left
-        without offsets is deleted."""
+        after its commit unless the group subscribes to its topic or a transaction has yet
+        to commit or abort a new one; an empty group left without offsets (and without
+        offsets awaiting a marker) is deleted."""
         now, removed = self._wall(), 0
         for group in list(self.manager.consumer_groups.values()):
-            expired = group.offsets.expired(now, self.config.offsets_retention_ms,
-                                            lambda v: v.commit_timestamp_ms,
-                                            frozenset(group.subscribed))
+            # An offset awaiting its transaction's marker keeps the partition's offset and
+            # the group (as Kafka): the COMMIT must find the group it was validated against.
+            awaiting_marker = self.manager.txn_offsets.partitions_of(group.group_id)
+            expired = [tp for tp in group.offsets.expired(
+                now, self.config.offsets_retention_ms, lambda v: v.commit_timestamp_ms,
+                frozenset(group.subscribed)) if tp not in awaiting_marker]
             self._tombstone_offsets(group, group.offsets.remove(expired))
             removed += len(expired)
-            if group.is_empty and not group.offsets.has_offsets:
+            if group.is_empty and not group.offsets.has_offsets and not awaiting_marker:
                 self._delete(group)
         if removed:
             log.info("removed %d expired offsets of consumer groups", removed)

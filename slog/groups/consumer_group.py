@@ -37,6 +37,7 @@ from enum import Enum
 
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.groups.group import GroupType
+from slog.groups.member import NO_GENERATION, UNKNOWN_MEMBER_ID
 from slog.groups.offsets import GroupOffsets
 from slog.groups.server_assignors import (
     Assignment,
@@ -596,6 +597,27 @@ class ConsumerGroup:
         if member_epoch != member.member_epoch:
             raise KafkaApiError(ErrorCode.stale_member_epoch,
                                 f"epoch {member_epoch}, the member is at "
+                                f"{member.member_epoch}")
+
+    def validate_txn_offset_commit(self, member_id: str, instance_id: str | None,
+                                   generation: int) -> None:
+        """TxnOffsetCommit, Kafka's rules for a consumer group. Its member id, instance id
+        and generation are optional (older producers send none of them): a commit naming
+        none passes, as does one without a generation into an empty group. Otherwise the
+        member must exist at that epoch (a classic member's generation is its epoch).
+        TxnOffsetCommit has no STALE_MEMBER_EPOCH: a wrong epoch is ILLEGAL_GENERATION."""
+        if generation < 0 and not self.members:
+            return
+        if generation == NO_GENERATION and member_id == UNKNOWN_MEMBER_ID and \
+                instance_id is None:
+            return
+        member = self.members.get(member_id)
+        if member is None:
+            raise KafkaApiError(ErrorCode.unknown_member_id,
+                                f"member {member_id!r} is not in group {self.group_id}")
+        if generation != member.member_epoch:
+            raise KafkaApiError(ErrorCode.illegal_generation,
+                                f"generation {generation}, the member is at "
                                 f"{member.member_epoch}")
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:

@@ -43,7 +43,6 @@ from slog.groups.member import (
     SyncCallback,
     SyncResult,
 )
-from slog.groups.migration import txn_commit_check
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
 from slog.groups.requests import (
     HeartbeatRequest,
@@ -630,8 +629,8 @@ class GroupCoordinator:
                 self._schedule_heartbeat(group, group.get(request.member_id))
             self._store_offsets(group, offsets, callback)
 
-    def _validate_offset_commit(self, group: GroupMetadata, request: OffsetCommitRequest
-                                ) -> ErrorCode | None:
+    def _validate_offset_commit(self, group: GroupMetadata, request: OffsetCommitRequest,
+                                transactional: bool = False) -> ErrorCode | None:
         if request.generation_id >= 0 or request.member_id != UNKNOWN_MEMBER_ID or \
                 request.group_instance_id is not None:
             return self._validate_generation_member(group, request.member_id,
@@ -639,8 +638,10 @@ class GroupCoordinator:
                                                     request.generation_id)
         if group.is_(GroupState.DEAD):
             return ErrorCode.coordinator_not_available
-        if not group.is_(GroupState.EMPTY):
-            return ErrorCode.unknown_member_id  # only members may commit for an active group
+        if not group.is_(GroupState.EMPTY) and not transactional:
+            # Only members may commit for an active group; TxnOffsetCommit is exempt, as
+            # in Kafka: its older versions carry no member id or generation at all.
+            return ErrorCode.unknown_member_id
         return None
 
     # Transactional offsets: slog.transactions.offsets holds them until the marker.
@@ -655,20 +656,26 @@ class GroupCoordinator:
         consumer_group = self.manager.consumer_groups.get(request.group_id)
         if consumer_group is not None:  # KIP-848: the member epoch is the generation
             try:
-                txn_commit_check(consumer_group, request.member_id, request.generation_id)
+                consumer_group.validate_txn_offset_commit(
+                    request.member_id, request.group_instance_id, request.generation_id)
             except KafkaApiError as exc:
                 return exc.code
             return None
         group = self.manager.get(request.group_id)
         if group is None:  # a standalone group is made when the offsets are stored
             return ErrorCode.illegal_generation if request.generation_id >= 0 else None
-        return self._validate_offset_commit(group, request)
+        return self._validate_offset_commit(group, request, transactional=True)
 
     def store_txn_offsets(self, group_id: str,
                           offsets: Mapping[TopicPartition, OffsetAndMetadata],
                           callback: Callable[[ErrorCode], None]) -> None:
-        """A COMMIT marker reached the group's partition: its offsets are stored, into
-        the KIP-848 group when there is one (OffsetFetch reads that group's offsets)."""
+        """A COMMIT marker reached the group's partition: its offsets are stored into the
+        group they were committed to, the KIP-848 group when there is one (OffsetFetch
+        reads that group's offsets). That group cannot expire while they wait (see
+        ``GroupMetadataManager.txn_offsets``) and deleting it drops them. Should the id
+        have changed kind meanwhile (an empty consumer group turned classic by a JoinGroup
+        keeps its offsets), they still land in the offsets of that group id, as Kafka
+        keeps offsets by group id: in a simple group of that id if there is none."""
         group: GroupMetadata | ConsumerGroup | None = \
             self.manager.consumer_groups.get(group_id)
         if group is None:
@@ -750,7 +757,7 @@ class GroupCoordinator:
             else:
                 errors[group_id] = ErrorCode.non_empty_group
         if doomed:
-            self.manager.cleanup(doomed, lambda g: g.offsets.remove(list(g.offsets.committed)))
+            self.manager.cleanup(doomed, self.manager.remove_all_offsets)
         return errors
 
     def handle_delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
@@ -770,7 +777,7 @@ class GroupCoordinator:
         else:
             return ErrorCode.non_empty_group, {}
         if eligible:
-            self.manager.cleanup([group], lambda g: g.offsets.remove(eligible))
+            self.manager.cleanup([group], lambda g: self.manager.remove_offsets(g, eligible))
             errors.update(dict.fromkeys(eligible, ErrorCode.none))
         return ErrorCode.none, errors
 
@@ -877,7 +884,8 @@ class GroupCoordinator:
                 expired = offsets.expired(now, retention, lambda v: v.commit_timestamp_ms)
             else:
                 expired = []
-            return offsets.remove(expired)
+            awaiting_marker = self.manager.txn_offsets.partitions_of(group.group_id)
+            return offsets.remove(tp for tp in expired if tp not in awaiting_marker)
 
         removed = self.manager.cleanup(self.manager.all_groups(), select)
         if removed:

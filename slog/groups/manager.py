@@ -77,6 +77,27 @@ class OffsetsLog(Protocol):
         empty bytes at the end."""
 
 
+class OpenTxnOffsets(Protocol):
+    """The offsets TxnOffsetCommit wrote whose transaction has no marker yet (the broker
+    holds them: :class:`slog.transactions.offsets.PendingTxnOffsets`)."""
+
+    def partitions_of(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with such an offset."""
+
+    def forget(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+               ) -> None:
+        """Drop the group's (or these partitions') offsets: its marker will store nothing."""
+
+
+class _NoTxnOffsets:
+    def partitions_of(self, group_id: str) -> set[TopicPartition]:
+        return set()
+
+    def forget(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+               ) -> None:
+        pass
+
+
 @dataclass
 class _Replay:
     """What replaying one partition found, per group (latest record wins)."""
@@ -100,6 +121,10 @@ class GroupMetadataManager:
         self.new_consumer_group: Callable[[str], ConsumerGroup] = \
             lambda group_id: ConsumerGroup(group_id, ())
         self.on_consumer_loaded: Callable[[ConsumerGroup], None] = lambda group: None
+        # As Kafka: an offset awaiting its transaction's marker keeps its partition's
+        # committed offset from expiring and its group from being removed, so the COMMIT
+        # lands in the group the offsets were committed to; deleting a group drops them.
+        self.txn_offsets: OpenTxnOffsets = _NoTxnOffsets()
         self.owned: set[int] = set()
         self.loading: dict[int, asyncio.Task[None] | None] = {}
         self._pending_writes: set[asyncio.Task[None]] = set()
@@ -340,6 +365,21 @@ class GroupMetadataManager:
 
         self._append(group.group_id, records, done)
 
+    def remove_offsets(self, group: GroupMetadata | ConsumerGroup,
+                       partitions: Iterable[TopicPartition]) -> list[TopicPartition]:
+        """Deleted offsets (OffsetDelete): committed ones and those awaiting a marker go,
+        as in Kafka, whose tombstone drops both; returns the partitions to tombstone."""
+        wanted = set(partitions)
+        pending = self.txn_offsets.partitions_of(group.group_id) & wanted
+        self.txn_offsets.forget(group.group_id, pending)
+        removed = group.offsets.remove(sorted(wanted))
+        return removed + sorted(pending.difference(removed))
+
+    def remove_all_offsets(self, group: GroupMetadata | ConsumerGroup) -> list[TopicPartition]:
+        """A group is deleted: all its offsets go, those awaiting a marker too."""
+        return self.remove_offsets(group, set(group.offsets.committed) |
+                                   self.txn_offsets.partitions_of(group.group_id))
+
     def cleanup(self, groups: Iterable[GroupMetadata],
                 select: Callable[[GroupMetadata], list[TopicPartition]]) -> int:
         """Remove offsets chosen by ``select``; groups left Empty without offsets die.
@@ -347,7 +387,8 @@ class GroupMetadataManager:
         removed = 0
         for group in groups:
             tps = select(group)
-            if group.is_(GroupState.EMPTY) and not group.offsets.has_offsets:
+            if group.is_(GroupState.EMPTY) and not group.offsets.has_offsets and \
+                    not self.txn_offsets.partitions_of(group.group_id):
                 group.transition_to(GroupState.DEAD, self._wall_ms())
             tombstones: list[Record] = [
                 (OffsetKey(group.group_id, topic, part).encode(), None) for topic, part in tps]

@@ -185,23 +185,6 @@ def classic_commit_check(group: ConsumerGroup, member_id: str, generation: int) 
     _classic_member(group, member_id, generation)
 
 
-def txn_commit_check(group: ConsumerGroup, member_id: str, epoch: int) -> None:
-    """TxnOffsetCommit (v3+ names the member and its epoch) into a consumer group: a
-    classic member's generation or a consumer member's epoch must be current; member
-    -1 with no id commits only into an empty group (as OffsetCommit). TxnOffsetCommit
-    has no STALE_MEMBER_EPOCH: a stale epoch is ILLEGAL_GENERATION, as Kafka answers."""
-    member = group.members.get(member_id)
-    if member is not None and member.classic is not None:
-        classic_commit_check(group, member_id, epoch)
-        return
-    try:
-        group.validate_offset_commit(member_id, epoch)
-    except KafkaApiError as exc:
-        if exc.code is not ErrorCode.stale_member_epoch:
-            raise
-        raise KafkaApiError(ErrorCode.illegal_generation, str(exc)) from exc
-
-
 def classic_sync(group: ConsumerGroup, member_id: str, generation: int, topics: TopicsView
                  ) -> bytes:
     """SyncGroup: the member's current assignment in the consumer protocol's bytes."""

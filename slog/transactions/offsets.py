@@ -50,6 +50,24 @@ class PendingTxnOffsets:
         for producer_id in list(self._pending):
             self.take(producer_id, placed_here)
 
+    def forget(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+               ) -> None:
+        """The group (or these of its partitions' offsets) was deleted: every open
+        transaction's offsets for it go, so no marker brings them back (as Kafka's
+        tombstones of a deleted group's pending offsets)."""
+        dropped = None if partitions is None else set(partitions)
+        for producer_id, groups in list(self._pending.items()):
+            offsets = groups.get(group_id)
+            if offsets is None:
+                continue
+            for tp in list(offsets) if dropped is None else dropped.intersection(offsets):
+                del offsets[tp]
+            if not offsets:
+                del groups[group_id]
+            if not groups:
+                del self._pending[producer_id]
+                self._epochs.pop(producer_id, None)
+
     def storing(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
         """Committed offsets of ``group_id`` are being appended: still unstable."""
         # list(): a Mapping would be read as counts, not as keys.

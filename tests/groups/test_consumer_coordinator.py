@@ -14,6 +14,7 @@ from slog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupC
 from slog.groups.consumer_group import ConsumerHeartbeat, HeartbeatOutcome, TopicInfo
 from slog.groups.manager import GroupMetadataManager, StoreError
 from slog.groups.offsets import OffsetAndMetadata
+from slog.transactions.offsets import PendingTxnOffsets
 from tests.groups.local_log import LocalOffsetsLog
 
 WALL = 1_700_000_000_000
@@ -120,6 +121,27 @@ def test_offsets_of_unsubscribed_topics_expire_then_the_empty_group_goes(
     node.coordinator.expire()
     assert node.coordinator.group("g") is None
     assert Node(log).coordinator.group("g") is None  # deleted in the log too
+
+
+def test_offsets_awaiting_a_marker_keep_the_empty_group_until_it_is_deleted(
+        log: LocalOffsetsLog) -> None:
+    """As Kafka: while a transaction has an offset for the group, that partition's offset
+    does not expire and the empty group is not removed, so the COMMIT finds the group;
+    deleting the group drops the pending offset (no marker brings it back)."""
+    node = Node(log)
+    pending = PendingTxnOffsets()
+    node.manager.txn_offsets = pending
+    a = node.beat("a", 0)
+    assert node.commit("a", a.member_epoch, "b") is ErrorCode.none
+    pending.add(9, 0, "g", {("b", 0): OffsetAndMetadata(8, -1, "", WALL)})
+    node.beat("a", -1)
+    node.now = DAY_MS + 2000
+    node.coordinator.expire()
+    group = node.coordinator.group("g")
+    assert group is not None and set(group.offsets.committed) == {("b", 0)}
+    assert node.coordinator.delete_group("g") is ErrorCode.none
+    assert pending.partitions_of("g") == set()
+    assert Node(log).coordinator.group("g") is None
 
 
 def test_empty_groups_change_kind(log: LocalOffsetsLog) -> None:

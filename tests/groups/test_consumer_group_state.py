@@ -13,7 +13,6 @@ from slog.groups.consumer_group import (
     MemberState,
     TopicInfo,
 )
-from slog.groups.migration import txn_commit_check
 from slog.groups.server_assignors import (
     ASSIGNORS,
     MemberSubscription,
@@ -196,16 +195,30 @@ def test_offset_commit_checks_member_epochs() -> None:
 def test_txn_offset_commit_checks_member_epochs() -> None:
     """TxnOffsetCommit has no STALE_MEMBER_EPOCH: a stale epoch is ILLEGAL_GENERATION."""
     g = group()
-    txn_commit_check(g, "", -1)  # empty group: an admin-style commit is fine
+    g.validate_txn_offset_commit("", None, -1)  # empty group: an admin-style commit is fine
+    g.validate_txn_offset_commit("gone", "static", -1)  # no generation, empty group: too
     a = beat(g, "a", 0)
-    txn_commit_check(g, "a", a.member_epoch)
+    g.validate_txn_offset_commit("a", None, a.member_epoch)
     for member, epoch, code in (("a", a.member_epoch - 1, ErrorCode.illegal_generation),
                                 ("a", a.member_epoch + 1, ErrorCode.illegal_generation),
+                                ("a", -1, ErrorCode.illegal_generation),
                                 ("b", 1, ErrorCode.unknown_member_id),
-                                ("", -1, ErrorCode.unknown_member_id)):
+                                ("", 0, ErrorCode.unknown_member_id)):
         with pytest.raises(KafkaApiError) as exc:
-            txn_commit_check(g, member, epoch)
+            g.validate_txn_offset_commit(member, None, epoch)
         assert exc.value.code is code
+
+
+def test_txn_offset_commit_without_member_fields_passes_into_an_active_group() -> None:
+    """As Kafka: TxnOffsetCommit's member id, instance id and generation are optional
+    (producers before KIP-447 send none), so naming none of them is not checked; naming
+    only an instance id makes the member id count, and no member has the empty one."""
+    g = group()
+    beat(g, "a", 0)
+    g.validate_txn_offset_commit("", None, -1)
+    with pytest.raises(KafkaApiError) as exc:
+        g.validate_txn_offset_commit("", "static-a", -1)
+    assert exc.value.code is ErrorCode.unknown_member_id
 
 
 def test_many_members_converge_without_double_ownership() -> None:

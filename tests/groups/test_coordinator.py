@@ -30,6 +30,7 @@ from slog.groups.requests import (
     OffsetFetchRequest,
     SyncGroupRequest,
 )
+from slog.transactions.offsets import PendingTxnOffsets
 from tests.groups.local_log import LocalOffsetsLog
 
 RANGE = (("range", encode_subscription(Subscription(("t",)))),)
@@ -380,6 +381,37 @@ def test_offsets_of_an_empty_group_expire(tmp_path: Path) -> None:
     h.advance(6000)
     assert _fetched(h.coordinator, "g", [("t", 0)])[("t", 0)] is None
     assert h.state() is GroupState.DEAD  # empty and without offsets: gone
+
+
+def test_an_offset_awaiting_its_marker_keeps_the_group_from_expiring(tmp_path: Path) -> None:
+    """As Kafka: a partition with a transactional offset still to be committed or aborted
+    keeps its committed offset, and the group stays; DeleteGroups drops the pending one."""
+    h = Harness(tmp_path, offsets_retention_ms=10_000, offsets_retention_check_ms=1000)
+    pending = PendingTxnOffsets()
+    h.manager.txn_offsets = pending
+    h.commit("g", "", -1, {("t", 0): 4})
+    pending.add(9, 0, "g", {("t", 0): OffsetAndMetadata(5, -1, "", 1_700_000_000_000)})
+    h.advance(11_000)
+    assert _fetched(h.coordinator, "g", [("t", 0)])[("t", 0)] is not None
+    assert h.state() is GroupState.EMPTY
+    assert h.coordinator.handle_delete_groups(["g"]) == {"g": ErrorCode.none}
+    assert pending.partitions_of("g") == set()
+    assert pending.take(9, lambda group: True) == {}  # the marker brings nothing back
+
+
+def test_txn_offset_commit_needs_no_member_fields_in_an_active_group(h: Harness) -> None:
+    """TxnOffsetCommit's member id, instance id and generation are optional (as Kafka); a
+    plain OffsetCommit without them is refused while the group has members."""
+    a, _ = stable_pair(h)
+    offsets = {("t", 0): OffsetAndMetadata(1, -1, "", 1_700_000_000_000)}
+    assert h.coordinator.validate_txn_offset_commit(
+        OffsetCommitRequest("g", "", None, -1, offsets)) is None
+    assert h.commit("g", "", -1, {("t", 0): 1}) == {("t", 0): ErrorCode.unknown_member_id}
+    for member, generation, code in ((a.member_id, 1, ErrorCode.illegal_generation),
+                                     ("nobody", 2, ErrorCode.unknown_member_id),
+                                     (a.member_id, 2, None)):
+        assert h.coordinator.validate_txn_offset_commit(
+            OffsetCommitRequest("g", member, None, generation, offsets)) is code
 
 
 def test_a_new_coordinator_loads_groups_and_offsets_from_the_log(h: Harness, tmp_path: Path

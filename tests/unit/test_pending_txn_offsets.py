@@ -35,3 +35,17 @@ def test_overlapping_appends_of_one_partition_are_counted() -> None:
     pending.stored("g", [TP])
     pending.stored("g", [TP])  # an extra report changes nothing
     assert pending.partitions_of("g") == set()
+
+
+def test_forgetting_a_group_drops_its_offsets_from_every_open_transaction() -> None:
+    pending = PendingTxnOffsets()
+    other = ("tx-in", 1)
+    pending.add(7, 0, "g", {TP: _offset(10), other: _offset(3)})
+    pending.add(8, 0, "g", {TP: _offset(11)})
+    pending.add(8, 0, "h", {TP: _offset(1)})
+    pending.forget("g", [TP])
+    assert pending.partitions_of("g") == {other}
+    pending.forget("g")
+    assert pending.partitions_of("g") == set()
+    assert pending.take(7, lambda group: True) == {}
+    assert pending.take(8, lambda group: True) == {"h": {TP: _offset(1)}}
