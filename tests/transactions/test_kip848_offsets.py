@@ -5,10 +5,13 @@ restarted coordinator replays them into the consumer group."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import TopicPartition as AioPartition
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -153,6 +156,34 @@ def test_offsets_of_a_departed_member_are_refused(broker: BrokerProcess) -> None
         assert _committed(second, topic, 1) == [-1001]
     finally:
         second.close()
+
+
+def test_offsets_sent_with_only_the_group_id_land_in_the_active_group(
+        broker: BrokerProcess) -> None:
+    """aiokafka's send_offsets_to_transaction names only the group (TxnOffsetCommit without
+    member id, instance id or generation): as Kafka, that is accepted while the consumer
+    group has members, and the COMMIT stores the offsets in that group."""
+    bootstrap, topic, group = broker.bootstrap, "t848-anon", "t848-anon-group"
+    member = _member_past(bootstrap, topic, 6, 2)
+
+    async def send_offsets() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id="t848-anon")
+        await producer.start()
+        try:
+            async with producer.transaction():
+                await producer.send_offsets_to_transaction(
+                    {AioPartition(topic, p): 3 for p in range(2)}, group)
+        finally:
+            await producer.stop()
+
+    try:
+        asyncio.run(send_offsets())
+        deadline = time.monotonic() + TIMEOUT_S  # the marker lands after EndTxn's answer
+        while (committed := _committed(member, topic, 2)) != [3, 3]:
+            assert time.monotonic() < deadline, committed
+            time.sleep(0.05)
+    finally:
+        member.close()
 
 
 def test_pending_offsets_of_a_consumer_group_are_unstable(broker: BrokerProcess) -> None:
