@@ -590,14 +590,7 @@ class ConsumerGroup:
         empty group also takes commits from outside (admin tools)."""
         if member_epoch < 0 and not member_id and not self.members:
             return
-        member = self.members.get(member_id)
-        if member is None:
-            raise KafkaApiError(ErrorCode.unknown_member_id,
-                                f"member {member_id!r} is not in group {self.group_id}")
-        if member_epoch != member.member_epoch:
-            raise KafkaApiError(ErrorCode.stale_member_epoch,
-                                f"epoch {member_epoch}, the member is at "
-                                f"{member.member_epoch}")
+        self._check_member_epoch(member_id, member_epoch, ErrorCode.stale_member_epoch)
 
     def validate_txn_offset_commit(self, member_id: str, instance_id: str | None,
                                    generation: int) -> None:
@@ -611,14 +604,16 @@ class ConsumerGroup:
         if generation == NO_GENERATION and member_id == UNKNOWN_MEMBER_ID and \
                 instance_id is None:
             return
+        self._check_member_epoch(member_id, generation, ErrorCode.illegal_generation)
+
+    def _check_member_epoch(self, member_id: str, epoch: int, wrong_epoch: ErrorCode) -> None:
         member = self.members.get(member_id)
         if member is None:
             raise KafkaApiError(ErrorCode.unknown_member_id,
                                 f"member {member_id!r} is not in group {self.group_id}")
-        if generation != member.member_epoch:
-            raise KafkaApiError(ErrorCode.illegal_generation,
-                                f"generation {generation}, the member is at "
-                                f"{member.member_epoch}")
+        if epoch != member.member_epoch:
+            raise KafkaApiError(wrong_epoch,
+                                f"epoch {epoch}, the member is at {member.member_epoch}")
 
     def validate_offset_fetch(self, member_id: str | None, member_epoch: int) -> None:
         """OffsetFetch v9+: a member fetching names its epoch; others pass -1."""
