@@ -6,6 +6,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -22,6 +23,13 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 EXIT_NOT_FOUND = 4
+
+
+class IsolationLevel(StrEnum):
+    """Kafka's isolation levels (consume, spark-export)."""
+
+    read_uncommitted = "read_uncommitted"
+    read_committed = "read_committed"
 
 
 class ArgumentError(SlogError, ValueError):

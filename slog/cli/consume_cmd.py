@@ -14,17 +14,12 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_USAGE,
     BootstrapOption,
+    IsolationLevel,
     TopicsArgument,
     client_errors,
     fail,
 )
 from slog.cli.output import LongOutputOption, OutputFormat, print_record, until_stdout_closes
-
-
-class IsolationLevel(StrEnum):
-    read_uncommitted = "read_uncommitted"
-    read_committed = "read_committed"
-
 
 IsolationOption = Annotated[IsolationLevel, typer.Option(
     "--isolation-level", help="read_committed: only committed transactions, up to the "

@@ -22,6 +22,7 @@ from slog.cli.common import (
     EXIT_NOT_FOUND,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
+    IsolationLevel,
     TopicsArgument,
     fail,
 )
@@ -135,6 +136,10 @@ def spark_export(
                            "the default data dir holds a cluster).")] = None,
     bootstrap: Annotated[str | None, typer.Option(
         "--bootstrap", "-b", help="Read over the Kafka protocol from this cluster.")] = None,
+    isolation_level: Annotated[IsolationLevel, typer.Option(
+        "--isolation-level", help="read_committed: only committed transactions' records, up "
+                                  "to the last stable offset.")
+    ] = IsolationLevel.read_uncommitted,
     output: OutputOption = OutputFormat.table,
 ) -> None:
     """Export topics to parquet/json/csv/orc files with PySpark, incrementally with --resume.
@@ -150,7 +155,7 @@ def spark_export(
         json_schema=schema, partition_by=partition_by, mode=mode, resume=resume,
         include_headers=headers, fail_on_data_loss=fail_on_data_loss,
         data_dir=str(data_dir) if data_dir is not None else None, bootstrap=bootstrap,
-        min_partitions=min_partitions)
+        min_partitions=min_partitions, isolation_level=isolation_level.value)
     plan = _plan(request)
     for warning in plan.warnings:
         print(f"warning: {warning}; skipping them", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from slog.client.cluster import ClusterClient
 from slog.client.errors import ErrorCode, KafkaError, raise_for_items
@@ -68,6 +69,49 @@ def _millis(value: object) -> int:
     return int(value)  # type: ignore[call-overload]
 
 
+def described_transactions(response: Any, node_id: int,
+                           results: dict[str, TransactionDescription],
+                           failures: dict[str, KafkaError]) -> None:
+    """Add a DescribeTransactions answer of coordinator ``node_id`` to ``results`` (and
+    its failed ids to ``failures``); the dashboard's collector shares it."""
+    for t in response.transaction_states:
+        if t.error_code:
+            failures[t.transactional_id] = KafkaError.for_code(t.error_code,
+                                                               item=t.transactional_id)
+            continue
+        results[t.transactional_id] = TransactionDescription(
+            t.transactional_id, node_id, t.transaction_state, t.producer_id,
+            t.producer_epoch, _millis(t.transaction_timeout), _millis(t.transaction_start_time),
+            tuple(TopicPartition(topic.topic, p) for topic in t.topics
+                  for p in topic.partitions))
+
+
+def described_producers(response: Any, results: dict[TopicPartition, list[ProducerState]],
+                        failures: dict[str, KafkaError]) -> None:
+    """Add a DescribeProducers answer's partitions to ``results`` (failed ones to
+    ``failures``)."""
+    for topic in response.topics:
+        for part in topic.partitions:
+            tp = TopicPartition(topic.name, part.partition_index)
+            if part.error_code:
+                failures[str(tp)] = KafkaError.for_code(part.error_code, part.error_message,
+                                                        item=str(tp))
+                continue
+            results[tp] = [ProducerState(p.producer_id, p.producer_epoch, p.last_sequence,
+                                         p.last_timestamp, p.current_txn_start_offset)
+                           for p in part.active_producers]
+
+
+def list_transactions_body(states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                           min_duration_ms: int = -1) -> dict[str, object]:
+    return {"state_filters": list(states), "producer_id_filters": list(producer_ids),
+            "duration_filter": min_duration_ms}
+
+
+def describe_producers_body(topics: dict[str, list[int]]) -> dict[str, object]:
+    return {"topics": [{"name": t, "partition_indexes": p} for t, p in topics.items()]}
+
+
 class TransactionAdmin:
     def __init__(self, cluster: ClusterClient):
         self._cluster = cluster
@@ -76,8 +120,7 @@ class TransactionAdmin:
                           min_duration_ms: int = -1) -> list[TransactionListing]:
         """Every broker's transactions; ``states`` (Kafka's names), producer ids and
         "open longer than" filter."""
-        body = {"state_filters": list(states), "producer_id_filters": list(producer_ids),
-                "duration_filter": min_duration_ms}
+        body = list_transactions_body(states, producer_ids, min_duration_ms)
         found: list[TransactionListing] = []
         for node_id in sorted(self._cluster.refresh_metadata([]).brokers):
             response = self._cluster.connection(node_id, CHANNEL).request(
@@ -101,17 +144,7 @@ class TransactionAdmin:
             self._cluster.refresh_metadata([])
             response = self._cluster.connection(node_id, CHANNEL).request(
                 ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": ids})
-            for t in response.transaction_states:
-                if t.error_code:
-                    failures[t.transactional_id] = KafkaError.for_code(
-                        t.error_code, item=t.transactional_id)
-                    continue
-                results[t.transactional_id] = TransactionDescription(
-                    t.transactional_id, node_id, t.transaction_state, t.producer_id,
-                    t.producer_epoch, _millis(t.transaction_timeout),
-                    _millis(t.transaction_start_time),
-                    tuple(TopicPartition(topic.topic, p) for topic in t.topics
-                          for p in topic.partitions))
+            described_transactions(response, node_id, results, failures)
         raise_for_items(failures, results)
         return results
 
@@ -133,19 +166,8 @@ class TransactionAdmin:
         failures: dict[str, KafkaError] = {}
         for leader, topics in self._leaders(partitions).items():
             response = self._cluster.connection(leader, CHANNEL).request(
-                ApiKey.DESCRIBE_PRODUCERS, {"topics": [
-                    {"name": t, "partition_indexes": p} for t, p in topics.items()]})
-            for topic in response.topics:
-                for part in topic.partitions:
-                    tp = TopicPartition(topic.name, part.partition_index)
-                    if part.error_code:
-                        failures[str(tp)] = KafkaError.for_code(
-                            part.error_code, part.error_message, item=str(tp))
-                        continue
-                    results[tp] = [ProducerState(p.producer_id, p.producer_epoch,
-                                                 p.last_sequence, p.last_timestamp,
-                                                 p.current_txn_start_offset)
-                                   for p in part.active_producers]
+                ApiKey.DESCRIBE_PRODUCERS, describe_producers_body(topics))
+            described_producers(response, results, failures)
         raise_for_items(failures, results)
         return results
 

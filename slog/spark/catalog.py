@@ -12,6 +12,11 @@ Two catalogs answer the same questions for the planner:
 * :class:`ProtocolCatalog` asks any Kafka-protocol cluster (slog or Kafka):
   Metadata for partitions, ListOffsets for earliest / latest (the HW) / by
   timestamp.
+
+With ``isolation.level=read_committed`` the end is the last stable offset
+instead: ListOffsets read_committed over the protocol, a replay of the reader
+replica's batch headers below the committed end in a data dir
+(:mod:`slog.spark.transactions`).
 """
 
 from __future__ import annotations
@@ -74,13 +79,14 @@ class DataDirCatalog:
 
     mode = DATA_DIR
 
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, read_committed: bool = False):
         from slog.core.metadata import MetadataImage
         from slog.core.metadata_log import MetadataLogReader
         from slog.core.names import DataDirLayout
 
         root = Path(data_dir).expanduser()
         self.layout = DataDirLayout(root)
+        self.read_committed = read_committed
         if not self.layout.cluster_file.exists():
             raise SourceUnavailableError(f"no slog cluster in data dir {root}")
         self.image = MetadataImage()
@@ -103,6 +109,7 @@ class DataDirCatalog:
 
     def bounds(self, tps: list[TP]) -> dict[TP, PartitionBounds]:
         from slog.spark.segments import LogBounds, log_bounds
+        from slog.spark.transactions import last_stable_offset
 
         checkpoints: dict[int, dict[TP, int]] = {}
         result: dict[TP, PartitionBounds] = {}
@@ -127,7 +134,10 @@ class DataDirCatalog:
             reader = state.leader if state.leader in replicas else \
                 max(replicas, key=lambda b: replicas[b][1].end)
             directory, own = replicas[reader]
-            result[tp] = PartitionBounds(min(own.start, committed), committed, str(directory))
+            start = min(own.start, committed)
+            end = last_stable_offset(directory, start, committed) if self.read_committed \
+                else committed
+            result[tp] = PartitionBounds(start, end, str(directory))
         return result
 
     def offsets_for_timestamp(self, tps: list[TP], timestamp_ms: int) -> dict[TP, int | None]:
@@ -146,11 +156,13 @@ class ProtocolCatalog:
 
     mode = BOOTSTRAP
 
-    def __init__(self, bootstrap: str, request_timeout_ms: int = 15_000):
+    def __init__(self, bootstrap: str, request_timeout_ms: int = 15_000,
+                 read_committed: bool = False):
         from slog.client import Admin
         from slog.client.errors import BrokerUnavailableError
 
         self.bootstrap = bootstrap
+        self.isolation_level = 1 if read_committed else 0  # ListOffsets': 1 gives the LSO
         self.admin = Admin(bootstrap, request_timeout_ms=request_timeout_ms)
         try:
             self._topics = {t.name: t.partitions for t in
@@ -165,7 +177,8 @@ class ProtocolCatalog:
     def _offsets(self, tps: list[TP], spec: str | int) -> dict[TP, int]:
         from slog.client import TopicPartition
 
-        answers = self.admin.list_offsets({TopicPartition(*tp): spec for tp in tps})
+        answers = self.admin.list_offsets({TopicPartition(*tp): spec for tp in tps},
+                                          isolation_level=self.isolation_level)
         return {(tp.topic, tp.partition): a.offset for tp, a in answers.items()}
 
     def bounds(self, tps: list[TP]) -> dict[TP, PartitionBounds]:
@@ -187,12 +200,12 @@ def open_catalog(options: SourceOptions) -> Catalog:
     if options.data_dir is not None:
         if not Path(options.data_dir).expanduser().is_dir():
             raise SourceUnavailableError(f"data dir {options.data_dir} does not exist")
-        return DataDirCatalog(options.data_dir)
+        return DataDirCatalog(options.data_dir, options.read_committed)
     if options.bootstrap is not None:
-        return ProtocolCatalog(options.bootstrap)
+        return ProtocolCatalog(options.bootstrap, read_committed=options.read_committed)
     from slog.core.names import DEFAULT_BOOTSTRAP, DataDirLayout, default_data_dir
 
     default = default_data_dir()
     if DataDirLayout(default).cluster_file.exists():
-        return DataDirCatalog(str(default))
-    return ProtocolCatalog(DEFAULT_BOOTSTRAP)
+        return DataDirCatalog(str(default), options.read_committed)
+    return ProtocolCatalog(DEFAULT_BOOTSTRAP, read_committed=options.read_committed)

@@ -43,7 +43,8 @@ def _read(partition: InputPartition, options: SourceOptions) -> Iterator[Any]:
     if partition.range.size == 0:
         return iter(())
     return arrow_batches(partition.range, partition.mode, options.include_headers,
-                         options.fail_on_data_loss, options.batch_records)
+                         options.fail_on_data_loss, options.batch_records,
+                         options.read_committed)
 
 
 def _tasks(ranges: list[OffsetRange], options: SourceOptions, mode: str) -> list[RangePartition]:

@@ -47,6 +47,7 @@ class ExportRequest:
     data_dir: str | None = None
     bootstrap: str | None = None
     min_partitions: int = 0
+    isolation_level: str = "read_uncommitted"  # or read_committed
 
 
 @dataclass
@@ -127,7 +128,8 @@ def plan_export(request: ExportRequest) -> ExportPlan:
                            "failOnDataLoss": str(request.fail_on_data_loss).lower(),
                            "includeHeaders": str(request.include_headers).lower(),
                            "minPartitions": str(request.min_partitions),
-                           "endingOffsets": request.end}
+                           "endingOffsets": request.end,
+                           "isolation.level": request.isolation_level}
     if request.start.startswith("@"):
         raw["startingTimestamp"] = str(parse_timestamp(request.start))
     else:
@@ -171,7 +173,8 @@ def _source_frame(spark: Any, plan: ExportPlan) -> Any:
               .option("includeHeaders", str(options.include_headers).lower())
               .option("failOnDataLoss", str(options.fail_on_data_loss).lower())
               .option("minPartitions", str(options.min_partitions))
-              .option("maxRecordsPerPartition", str(options.max_records_per_partition)))
+              .option("maxRecordsPerPartition", str(options.max_records_per_partition))
+              .option("isolation.level", options.isolation_level))
     if plan.source == "dataDir":
         reader = reader.option("dataDir", str(options.data_dir or _default_data_dir()))
     else:
@@ -322,6 +325,7 @@ def run_export(spark: Any, plan: ExportPlan,
                               by_tp.get((r.topic, r.partition), 0)) for r in plan.ranges]
     manifest = write_manifest(request.out, plan.run_id, entries, {
         "topics": request.topics, "format": request.format, "decode": request.decode,
+        "isolation_level": request.isolation_level,
         "source": plan.options.data_dir or (plan.ranges[0].location if plan.ranges else ""),
         "records": records,
     })

@@ -17,6 +17,8 @@ from slog.core.errors import SlogError
 EARLIEST = "earliest"
 LATEST = "latest"
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+ISOLATION_LEVELS = (READ_UNCOMMITTED, READ_COMMITTED)
 
 # Per-partition offsets as the Kafka source writes them: {"topic": {"0": 5, "1": -2}}.
 # -2 means earliest and -1 latest, as in Kafka's JSON.
@@ -42,7 +44,13 @@ class SourceOptions:
     data_dir: str | None = None
     bootstrap: str | None = None
     batch_records: int = 65_536
+    isolation_level: str = READ_UNCOMMITTED
     extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def read_committed(self) -> bool:
+        """Only committed transactions' records, read below the last stable offset."""
+        return self.isolation_level == READ_COMMITTED
 
     def topic_matches(self, name: str) -> bool:
         if self.topic_pattern is not None:
@@ -81,6 +89,16 @@ def _int(options: Mapping[str, str], name: str, default: int, minimum: int = 0) 
     if number < minimum:
         raise OptionError(f"option {name} must be at least {minimum}, not {number}")
     return number
+
+
+def _isolation_level(options: Mapping[str, str]) -> str:
+    value = _get(options, "isolation.level", "kafka.isolation.level", "isolationLevel")
+    if value is None:
+        return READ_UNCOMMITTED
+    if value.lower() not in ISOLATION_LEVELS:
+        raise OptionError(f"option isolation.level must be {READ_UNCOMMITTED} or "
+                          f"{READ_COMMITTED}, not {value!r}")
+    return value.lower()
 
 
 def parse_offsets(text: str, name: str, default: str) -> str | PartitionOffsets:
@@ -163,6 +181,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         data_dir=data_dir,
         bootstrap=bootstrap,
         batch_records=_int(options, "batchRecords", 65_536, minimum=1),
+        isolation_level=_isolation_level(options),
     )
 
 

@@ -2,7 +2,10 @@
 
 The range comes from the planner with a location: a replica's log directory
 (dataDir mode, read through :mod:`slog.spark.segments`) or a bootstrap list
-(read with slog's consumer from any Kafka-protocol cluster). Both produce the
+(read with slog's consumer from any Kafka-protocol cluster). With
+read_committed, the consumer reads at isolation level read_committed, and a
+data dir's batches of aborted transactions are dropped
+(:mod:`slog.spark.transactions`); control records are never emitted. Both produce the
 client's ``ConsumerRecord`` tuples, which become columns of Spark's Kafka
 source schema. Arrow batches cross into the JVM without per-row Python
 objects on Spark's side, which is most of the speed.
@@ -53,21 +56,32 @@ def _readable_start(r: OffsetRange, directory: Path, fail_on_data_loss: bool) ->
     return r.start
 
 
-def _datadir_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
+def _hidden(directory: Path, start: int, r: OffsetRange, read_committed: bool) -> Any:
+    from slog.spark.transactions import uncommitted_batches
+
+    return uncommitted_batches(directory, start, r.end) if read_committed else None
+
+
+def _datadir_records(r: OffsetRange, fail_on_data_loss: bool,
+                     read_committed: bool) -> Iterator[Any]:
     from slog.spark.segments import read_records
 
     directory = Path(r.location)
     start = _readable_start(r, directory, fail_on_data_loss)
-    yield from read_records(directory, r.topic, r.partition, start, r.end)
+    yield from read_records(directory, r.topic, r.partition, start, r.end,
+                            hidden=_hidden(directory, start, r, read_committed))
 
 
-def _protocol_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
+def _protocol_records(r: OffsetRange, fail_on_data_loss: bool,
+                      read_committed: bool) -> Iterator[Any]:
     from slog.client import Admin, Consumer, TopicPartition
     from slog.client.errors import OffsetOutOfRangeError
 
     tp = TopicPartition(r.topic, r.partition)
     consumer = Consumer(r.location, auto_offset_reset="none", client_id="slog-spark",
-                        max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_wait_ms=200)
+                        max_partition_fetch_bytes=8 * 1024 * 1024, fetch_max_wait_ms=200,
+                        isolation_level="read_committed" if read_committed
+                        else "read_uncommitted")
     try:
         consumer.assign([tp])
         consumer.seek(tp, r.start)
@@ -86,8 +100,10 @@ def _protocol_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
                 consumer.seek(tp, position)
                 continue
             if records:
-                deadline = time.monotonic() + READ_TIMEOUT_S
                 yield from (rec for rec in records if rec.offset < r.end)
+            if records or consumer.position(tp) > position:
+                # Progress; read_committed can move past aborted records returning none.
+                deadline = time.monotonic() + READ_TIMEOUT_S
             position = consumer.position(tp)
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{tp}: no data for {READ_TIMEOUT_S:.0f} s at offset "
@@ -96,11 +112,13 @@ def _protocol_records(r: OffsetRange, fail_on_data_loss: bool) -> Iterator[Any]:
         consumer.close()
 
 
-def read_range(r: OffsetRange, mode: str, fail_on_data_loss: bool) -> Iterator[Any]:
-    """The ``ConsumerRecord`` tuples of one range, in offset order."""
+def read_range(r: OffsetRange, mode: str, fail_on_data_loss: bool,
+               read_committed: bool = False) -> Iterator[Any]:
+    """The ``ConsumerRecord`` tuples of one range, in offset order (with
+    ``read_committed``, only those of committed transactions)."""
     if mode == DATA_DIR:
-        return _datadir_records(r, fail_on_data_loss)
-    return _protocol_records(r, fail_on_data_loss)
+        return _datadir_records(r, fail_on_data_loss, read_committed)
+    return _protocol_records(r, fail_on_data_loss, read_committed)
 
 
 def arrow_schema(include_headers: bool) -> Any:
@@ -150,7 +168,8 @@ def _slices(batch: Any, batch_records: int) -> Iterator[Any]:
 
 
 def _datadir_batches(r: OffsetRange, schema: Any, include_headers: bool,
-                     fail_on_data_loss: bool, batch_records: int) -> Iterator[Any]:
+                     fail_on_data_loss: bool, batch_records: int,
+                     read_committed: bool) -> Iterator[Any]:
     """Arrow batches of a replica's files: whole groups of record batches decoded at once
     (:mod:`slog.spark.columnar`); any batch it does not take goes through ``to_arrow``."""
     from slog.client.types import ConsumerRecord
@@ -162,6 +181,7 @@ def _datadir_batches(r: OffsetRange, schema: Any, include_headers: bool,
 
     directory = Path(r.location)
     start = _readable_start(r, directory, fail_on_data_loss)
+    hidden = _hidden(directory, start, r, read_committed)
 
     def decoded(data: bytes, group: list[tuple[int, int, Any]], slow: list[Any]) -> Any:
         columns = decode_group(data, group)
@@ -182,7 +202,8 @@ def _datadir_batches(r: OffsetRange, schema: Any, include_headers: bool,
     data = b""
     records = 0
     for chunk, pos, header in batches_from(directory, start, r.end):
-        if header.attributes & CONTROL_BIT or header.record_count == 0:
+        if header.attributes & CONTROL_BIT or header.record_count == 0 or \
+                (hidden is not None and hidden(header)):
             continue
         codec = header.attributes & COMPRESSION_MASK
         if group and (codec or chunk is not data or records >= batch_records):
@@ -208,14 +229,14 @@ def _datadir_batches(r: OffsetRange, schema: Any, include_headers: bool,
 
 
 def arrow_batches(r: OffsetRange, mode: str, include_headers: bool, fail_on_data_loss: bool,
-                  batch_records: int) -> Iterator[Any]:
+                  batch_records: int, read_committed: bool = False) -> Iterator[Any]:
     """Arrow RecordBatches of at most ``batch_records`` rows for one range."""
     schema = arrow_schema(include_headers)
     if mode == DATA_DIR:
         yield from _datadir_batches(r, schema, include_headers, fail_on_data_loss,
-                                    batch_records)
+                                    batch_records, read_committed)
         return
-    records = read_range(r, mode, fail_on_data_loss)
+    records = read_range(r, mode, fail_on_data_loss, read_committed)
     while True:
         chunk = list(islice(records, batch_records))
         if not chunk:

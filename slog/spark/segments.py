@@ -6,7 +6,7 @@ no writes, locks or maps of a running broker's files, and no index rebuilt.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,8 +113,10 @@ def batches_from(directory: Path, start: int, end: int
 
 
 def read_records(directory: Path, topic: str, partition: int, start: int, end: int,
-                 record_type: type[Any] | None = None) -> Iterator[Any]:
-    """Records with offsets in ``[start, end)``, control batches skipped.
+                 record_type: type[Any] | None = None,
+                 hidden: Callable[[BatchHeader], bool] | None = None) -> Iterator[Any]:
+    """Records with offsets in ``[start, end)``, control batches skipped (and the batches
+    ``hidden`` says, such as aborted transactions').
 
     Records are ``record_type`` tuples (topic, partition, offset, timestamp,
     timestamp_type, key, value, headers); see ``decode_records_as``.
@@ -123,7 +125,7 @@ def read_records(directory: Path, topic: str, partition: int, start: int, end: i
 
     kind = record_type or ConsumerRecord
     for chunk, pos, header in batches_from(directory, start, end):
-        if header.attributes & batch.CONTROL_BIT:
+        if header.attributes & batch.CONTROL_BIT or (hidden is not None and hidden(header)):
             continue
         records = decode_records_as(chunk, pos, header, kind, topic, partition)
         if header.base_offset >= start and header.last_offset < end:

@@ -1,4 +1,5 @@
-"""The Textual app: header, Brokers / Topics / Groups / Events views, detail screens.
+"""The Textual app: header, Brokers / Topics / Groups / Events / Transactions views,
+detail screens.
 
 It renders :class:`DashboardState` and nothing else. Refreshes run in a thread
 worker (the collector blocks on sockets), and so do actions; their outcomes
@@ -62,6 +63,7 @@ class DashboardApp(App[None]):
         Binding("2", "show_tab('topics')", "Topics", show=False),
         Binding("3", "show_tab('groups')", "Groups", show=False),
         Binding("4", "show_tab('events')", "Events", show=False),
+        Binding("5", "show_tab('transactions')", "Transactions", show=False),
         Binding("e", "elect_topic", "Elect"),
         Binding("p", "add_partitions", "Add parts"),
         Binding("o", "reset_offsets", "Reset"),
@@ -92,6 +94,8 @@ class DashboardApp(App[None]):
                 yield Table(views.GROUP_COLUMNS, id="groups-table")
             with TabPane("Events", id="events"):
                 yield Table(views.EVENT_COLUMNS, id="events-table")
+            with TabPane("Transactions", id="transactions"):
+                yield Table(views.TRANSACTION_COLUMNS, id="transactions-table")
         yield Table(views.EVENT_COLUMNS, id="events-strip")
         yield Footer()
 
@@ -159,7 +163,7 @@ class DashboardApp(App[None]):
             self._table("events").show(views.event_rows(reversed(state.events), needle))
         elif snapshot is not None:
             rows = {"brokers": views.broker_rows, "topics": views.topic_rows,
-                    "groups": views.group_rows}[tab]
+                    "groups": views.group_rows, "transactions": views.transaction_rows}[tab]
             self._table(tab).show(rows(snapshot, history, needle))
         if self.screen.has_class("tall"):
             latest = list(itertools.islice(reversed(state.events), 50))

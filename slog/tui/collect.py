@@ -9,6 +9,13 @@
 * Meanwhile, Metadata for every topic (one request); if leaders moved, the
   new leaders are asked again. Only now are the answers read, in order.
 * Groups that are new or whose coordinator moved get one more round.
+* Transactions ride along: ListTransactions (the open ones) per broker, and a
+  ListOffsets read_committed (the LSO) per leader. Ids open at the last refresh
+  are described (DescribeTransactions, one per coordinator) in the first round,
+  and so are the producers (DescribeProducers, one per leader) of partitions
+  whose LSO was below their high watermark; transactions and unstable
+  partitions that are new get the extra round. A cluster without transactions
+  costs two small requests per broker, and nothing per partition.
 
 With this cluster's data dir, events come from its metadata log and each group's
 generation and leader from its ``__consumer_offsets`` files (new bytes only).
@@ -33,6 +40,14 @@ from slog.client.admin import Admin
 from slog.client.connection import BrokerConnection
 from slog.client.errors import KafkaError
 from slog.client.group_requests import fetch_body, fetched_offsets
+from slog.client.transaction_admin import (
+    ProducerState,
+    TransactionDescription,
+    describe_producers_body,
+    described_producers,
+    described_transactions,
+    list_transactions_body,
+)
 from slog.client.types import ClusterMetadata, TopicPartition
 from slog.core.consumer_protocol import PROTOCOL_TYPE, WireFormatError, decode_assignment
 from slog.core.datadir import read_cluster_id
@@ -41,6 +56,7 @@ from slog.protocol.apis import ApiKey
 from slog.tui.events import Event, MetadataLogEvents
 from slog.tui.group_log import GroupMetadataLog
 from slog.tui.model import (
+    OPEN_TRANSACTION_STATES,
     BrokerInfo,
     ClusterSnapshot,
     GroupInfo,
@@ -48,11 +64,13 @@ from slog.tui.model import (
     MemberInfo,
     PartitionInfo,
     TopicInfo,
+    TransactionInfo,
 )
 
 CHANNEL = "dashboard"
 EARLIEST, LATEST = -2, -1
 CONSUMER, DEBUGGING_REPLICA = -1, -2  # Kafka's replica ids: -2 sees the log end offset
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # ListOffsets' isolation levels (1: the LSO)
 # Log start offsets move only with retention or record deletion: ask for them on every
 # tenth refresh and whenever a leader changes, not each time (a third of the requests).
 LOG_START_EVERY = 10
@@ -69,15 +87,21 @@ class _Offsets:
     start: dict[TopicPartition, int] = field(default_factory=dict)
     high_watermark: dict[TopicPartition, int] = field(default_factory=dict)
     log_end: dict[TopicPartition, int] = field(default_factory=dict)
+    last_stable: dict[TopicPartition, int] = field(default_factory=dict)
+
+    def unstable(self) -> set[TopicPartition]:
+        """Partitions whose LSO is below the high watermark: a transaction is open."""
+        return {tp for tp, lso in self.last_stable.items()
+                if lso < self.high_watermark.get(tp, lso)}
 
 
-def _list_offsets_body(tps: Iterable[TopicPartition], timestamp: int, replica_id: int
-                       ) -> dict[str, Any]:
+def _list_offsets_body(tps: Iterable[TopicPartition], timestamp: int, replica_id: int,
+                       isolation_level: int = READ_UNCOMMITTED) -> dict[str, Any]:
     by_topic: dict[str, list[dict[str, int]]] = defaultdict(list)
     for tp in tps:
         by_topic[tp.topic].append({"partition_index": tp.partition, "current_leader_epoch": -1,
                                    "timestamp": timestamp})
-    return {"replica_id": replica_id, "isolation_level": 0,
+    return {"replica_id": replica_id, "isolation_level": isolation_level,
             "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]}
 
 
@@ -175,6 +199,57 @@ class _GroupAnswers:
                       self.errors.get(group_id))
 
 
+@dataclass
+class _TransactionAnswers:
+    """What ListTransactions, DescribeTransactions and DescribeProducers said."""
+
+    listed: dict[str, tuple[int, str, int]] = field(default_factory=dict)  # pid, state, node
+    described: dict[str, TransactionDescription] = field(default_factory=dict)
+    producers: dict[TopicPartition, list[ProducerState]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def on_list(self, broker_id: int) -> Callable[[Any], None]:
+        def store(response: Any) -> None:
+            if response.error_code:  # e.g. COORDINATOR_LOAD_IN_PROGRESS: next time
+                self.warnings.append(f"broker {broker_id}: ListTransactions: "
+                                     f"{KafkaError.for_code(response.error_code)}")
+                return
+            for t in response.transaction_states:
+                self.listed[t.transactional_id] = (t.producer_id, t.transaction_state,
+                                                   broker_id)
+        return store
+
+    def on_describe(self, node_id: int) -> Callable[[Any], None]:
+        # Failed ids (not coordinator any more, ...) stay listed, without detail.
+        return lambda response: described_transactions(response, node_id, self.described, {})
+
+    def on_producers(self, response: Any) -> None:
+        described_producers(response, self.producers, {})
+
+    def coordinators(self) -> dict[str, int]:
+        return {txn_id: node for txn_id, (_, _, node) in self.listed.items()}
+
+    def undescribed(self) -> dict[str, int]:
+        """Listed ids not described at the coordinator that listed them."""
+        return {txn_id: node for txn_id, node in self.coordinators().items()
+                if (d := self.described.get(txn_id)) is None or d.coordinator != node}
+
+    def open_transactions(self) -> tuple[TransactionInfo, ...]:
+        found = []
+        for txn_id, (producer_id, state, node) in sorted(self.listed.items()):
+            d = self.described.get(txn_id)
+            if d is None or d.coordinator != node:
+                found.append(TransactionInfo(txn_id, producer_id, state, node))
+            elif d.state in OPEN_TRANSACTION_STATES:  # it may have ended in between
+                found.append(TransactionInfo(
+                    txn_id, d.producer_id, d.state, node, d.producer_epoch, d.timeout_ms,
+                    d.start_ms, tuple((tp.topic, tp.partition) for tp in d.partitions)))
+        return tuple(found)
+
+    def open_on(self, tp: TopicPartition) -> int:
+        return sum(p.current_txn_start_offset >= 0 for p in self.producers.get(tp, ()))
+
+
 class Collector:
     """Builds snapshots of one cluster; keep one for the life of the dashboard (it pools
     connections, and remembers brokers that have gone away so they show as down)."""
@@ -197,6 +272,8 @@ class Collector:
         self._group_types: dict[str, str] = {}  # group → classic or consumer (ListGroups v5)
         self._log_starts: dict[TopicPartition, int] = {}
         self._leaders: dict[TopicPartition, int] = {}  # partition → leader, last refresh
+        self._open_transactions: dict[str, int] = {}  # id → coordinator, last refresh
+        self._unstable: set[TopicPartition] = set()  # LSO < HW at the last refresh
 
     def close(self) -> None:
         self.admin.close()
@@ -213,6 +290,7 @@ class Collector:
         log_dirs: dict[int, dict[TopicPartition, Any]] = {}
         coordinators: dict[str, int] = {}
         answers = _GroupAnswers()
+        txns = _TransactionAnswers()
         try:
             # What does not depend on fresh metadata goes out first, to the brokers and
             # coordinators of the last refresh, so the brokers work while Metadata runs.
@@ -221,23 +299,30 @@ class Collector:
             with_starts = self._refreshes % LOG_START_EVERY == 0
             self._refreshes += 1
             for broker_id in sorted(self._broker_ids):
-                self._ask_broker(exchange, broker_id, log_dirs, coordinators)
+                self._ask_broker(exchange, broker_id, log_dirs, coordinators, txns)
             self._ask_groups(exchange, asked, answers)
             self._ask_offsets(exchange, self._leaders, offsets, with_starts)
+            self._ask_transactions(exchange, self._open_transactions, txns)
+            self._ask_producers(exchange, {tp: self._leaders[tp] for tp in self._unstable
+                                           if tp in self._leaders}, txns)
             meta = self.admin.cluster.refresh_metadata(None)  # raises when nobody answers
             taken_at = self._clock()
             for broker_id in sorted(set(meta.brokers) - self._broker_ids):
-                self._ask_broker(exchange, broker_id, log_dirs, coordinators)
+                self._ask_broker(exchange, broker_id, log_dirs, coordinators, txns)
             leaders = _leaders(meta)
             if leaders != self._leaders:  # leaders moved (or first refresh): ask the new ones
                 with_starts = True
                 self._ask_offsets(exchange, leaders, offsets, with_starts)
             exchange.run()
-            # Groups that are new, or whose coordinator moved: one more round, rarely.
+            # Groups that are new, or whose coordinator moved, and transactions and
+            # unstable partitions not described yet: one more round, rarely.
             moved = {g: b for g, b in coordinators.items() if asked.get(g) != b}
             if moved:
                 self._ask_groups(exchange, moved, answers)
-                exchange.run()
+            self._ask_transactions(exchange, txns.undescribed(), txns)
+            self._ask_producers(exchange, {tp: leaders[tp] for tp in offsets.unstable()
+                                           if tp in leaders and tp not in txns.producers}, txns)
+            exchange.run()
         except BaseException:
             exchange.abandon()  # unread answers must not meet the next refresh's requests
             raise
@@ -247,6 +332,7 @@ class Collector:
         else:  # between the tenth refreshes, the log starts of the last time they were asked
             offsets.start.update(self._log_starts)
         self._leaders = leaders
+        self._open_transactions, self._unstable = txns.coordinators(), offsets.unstable()
         self._attach_data_dir(meta.cluster_id)
         events = self._metadata_log_events()
         groups = tuple(replace(answers.group(g, coordinators[g], offsets.high_watermark),
@@ -254,19 +340,22 @@ class Collector:
                        for g in sorted(coordinators))
         snapshot = ClusterSnapshot(
             taken_at=taken_at, cluster_id=meta.cluster_id, controller_id=meta.controller_id,
-            brokers=self._brokers(meta), topics=_topics(meta, offsets, log_dirs),
+            brokers=self._brokers(meta), topics=_topics(meta, offsets, log_dirs, txns),
             groups=self._with_generations(meta, groups),
             controller_epoch=self._controller_epoch(),
             broker_bytes={b: sum(r.size for r in replicas.values())
                           for b, replicas in log_dirs.items()},
-            warnings=tuple(warnings))
+            warnings=tuple(warnings + txns.warnings),
+            transactions=txns.open_transactions())
         return Refresh(self._with_fencing(snapshot), events)
 
     def _ask_broker(self, exchange: _Exchange, broker_id: int,
                     log_dirs: dict[int, dict[TopicPartition, Any]],
-                    coordinators: dict[str, int]) -> None:
-        """DescribeLogDirs and ListGroups (a broker lists the groups it coordinates)."""
-        if ApiKey.DESCRIBE_LOG_DIRS in self._versions(broker_id):
+                    coordinators: dict[str, int], txns: _TransactionAnswers) -> None:
+        """DescribeLogDirs, ListGroups and ListTransactions (a broker lists the groups and
+        the open transactions it coordinates)."""
+        versions = self._versions(broker_id)
+        if ApiKey.DESCRIBE_LOG_DIRS in versions:
             exchange.send(broker_id, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
                           lambda r: log_dirs.__setitem__(broker_id, Admin.log_dirs_from(r)),
                           version=Admin.log_dirs_version)
@@ -277,21 +366,48 @@ class Collector:
 
         exchange.send(broker_id, ApiKey.LIST_GROUPS, {"states_filter": []}, listed,
                       version=_group_version(ApiKey.LIST_GROUPS))
+        if ApiKey.LIST_TRANSACTIONS in versions:
+            exchange.send(broker_id, ApiKey.LIST_TRANSACTIONS,
+                          list_transactions_body(OPEN_TRANSACTION_STATES),
+                          txns.on_list(broker_id))
 
     def _ask_offsets(self, exchange: _Exchange, leaders: dict[TopicPartition, int],
                      offsets: _Offsets, with_starts: bool) -> None:
         led: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp, broker_id in leaders.items():
             led[broker_id].append(tp)
-        kinds = [(offsets.high_watermark, LATEST, CONSUMER),
-                 (offsets.log_end, LATEST, DEBUGGING_REPLICA)]
+        kinds = [(offsets.high_watermark, LATEST, CONSUMER, READ_UNCOMMITTED),
+                 (offsets.log_end, LATEST, DEBUGGING_REPLICA, READ_UNCOMMITTED),
+                 (offsets.last_stable, LATEST, CONSUMER, READ_COMMITTED)]
         if with_starts:
-            kinds.append((offsets.start, EARLIEST, CONSUMER))
+            kinds.append((offsets.start, EARLIEST, CONSUMER, READ_UNCOMMITTED))
         for broker_id, tps in sorted(led.items()):
-            for target, timestamp, replica in kinds:
+            for target, timestamp, replica, isolation in kinds:
                 exchange.send(broker_id, ApiKey.LIST_OFFSETS,
-                              _list_offsets_body(tps, timestamp, replica),
+                              _list_offsets_body(tps, timestamp, replica, isolation),
                               _merge_offsets_into(target))
+
+    def _ask_transactions(self, exchange: _Exchange, coordinators: dict[str, int],
+                          txns: _TransactionAnswers) -> None:
+        """One DescribeTransactions per coordinator, for the ids it listed."""
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for txn_id, node in coordinators.items():
+            by_node[node].append(txn_id)
+        for node, ids in sorted(by_node.items()):
+            if ApiKey.DESCRIBE_TRANSACTIONS in self._versions(node):
+                exchange.send(node, ApiKey.DESCRIBE_TRANSACTIONS,
+                              {"transactional_ids": sorted(ids)}, txns.on_describe(node))
+
+    def _ask_producers(self, exchange: _Exchange, leaders: dict[TopicPartition, int],
+                       txns: _TransactionAnswers) -> None:
+        """One DescribeProducers per leader, for its partitions with a transaction open."""
+        led: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for tp, broker_id in sorted(leaders.items()):
+            led[broker_id][tp.topic].append(tp.partition)
+        for broker_id, topics in sorted(led.items()):
+            if ApiKey.DESCRIBE_PRODUCERS in self._versions(broker_id):
+                exchange.send(broker_id, ApiKey.DESCRIBE_PRODUCERS,
+                              describe_producers_body(topics), txns.on_producers)
 
     def _versions(self, broker_id: int) -> dict[int, tuple[int, int]]:
         try:
@@ -395,7 +511,8 @@ def _group_version(api_key: int) -> Callable[[BrokerConnection], int]:
 
 
 def _topics(meta: ClusterMetadata, offsets: _Offsets,
-            log_dirs: dict[int, dict[TopicPartition, Any]]) -> tuple[TopicInfo, ...]:
+            log_dirs: dict[int, dict[TopicPartition, Any]],
+            txns: _TransactionAnswers) -> tuple[TopicInfo, ...]:
     topics = []
     for name, t in sorted(meta.topics.items()):
         if t.error_code:
@@ -411,7 +528,8 @@ def _topics(meta: ClusterMetadata, offsets: _Offsets,
                 log_start=offsets.start.get(tp, -1),
                 high_watermark=offsets.high_watermark.get(tp, -1),
                 log_end=offsets.log_end.get(tp, -1),
-                size=replica.size if replica is not None else -1))
+                size=replica.size if replica is not None else -1,
+                last_stable=offsets.last_stable.get(tp, -1), open_transactions=txns.open_on(tp)))
         topics.append(TopicInfo(name, t.is_internal, tuple(parts)))
     return tuple(topics)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from slog.core import metadata_records as records
 from slog.core.health import NO_LEADER
 from slog.core.metadata import MetadataImage
-from slog.tui.model import ClusterSnapshot, GroupInfo, PartitionInfo
+from slog.tui.model import ClusterSnapshot, GroupInfo, PartitionInfo, TransactionInfo
 
 INFO, WARN, ERROR = "info", "warn", "error"
 
@@ -23,7 +23,8 @@ INFO, WARN, ERROR = "info", "warn", "error"
 @dataclass(frozen=True)
 class Event:
     at: float  # seconds since the epoch
-    kind: str  # leader, isr-shrink, isr-expand, broker-up, broker-down, topic, rebalance...
+    kind: str  # leader, isr-shrink, isr-expand, broker-up, broker-down, topic, rebalance,
+    # txn-hanging...
     text: str
     severity: str = INFO
     change: str = ""  # for per-partition events, what changed ("-[3]", "3 → 1")
@@ -111,12 +112,31 @@ def _group_events(at: float, old: GroupInfo | None, new: GroupInfo) -> list[Even
     return []
 
 
+def _hanging_events(old: ClusterSnapshot | None, new: ClusterSnapshot) -> list[Event]:
+    """Transactions that began hanging (open past their timeout) since the last refresh
+    (on the first refresh: those hanging already)."""
+    before: dict[str, TransactionInfo] = {} if old is None else {
+        t.transactional_id: t for t in old.transactions}
+    events = []
+    for t in new.transactions:
+        was = before.get(t.transactional_id)
+        if not t.hanging(new.taken_at) or (was is not None and old is not None
+                                           and was.hanging(old.taken_at)
+                                           and was.producer_id == t.producer_id):
+            continue
+        age = t.age_s(new.taken_at) or 0.0
+        events.append(Event(new.taken_at, "txn-hanging",
+                            f"transaction {t.transactional_id} is hanging: open {age:.0f}s, "
+                            f"timeout {t.timeout_ms / 1000:g}s", ERROR))
+    return events
+
+
 def diff_events(old: ClusterSnapshot | None, new: ClusterSnapshot,
                 include_metadata: bool = True) -> list[Event]:
     """What changed between two refreshes. ``include_metadata=False`` leaves out
     what the metadata log reports better (brokers, leaders, ISR, topics)."""
     if old is None:
-        return []
+        return _hanging_events(None, new)
     at = new.taken_at
     events: list[Event] = []
     if include_metadata:
@@ -146,7 +166,7 @@ def diff_events(old: ClusterSnapshot | None, new: ClusterSnapshot,
         events += _group_events(at, old_groups.get(g.group_id), g)
     for gone in sorted(old_groups.keys() - {g.group_id for g in new.groups}):
         events.append(Event(at, "group", f"group {gone} is gone"))
-    return events
+    return events + _hanging_events(old, new)
 
 
 # -- the metadata log (slog's data dir) --------------------------------------------------

@@ -39,6 +39,16 @@ class PartitionInfo:
     high_watermark: int = -1
     log_end: int = -1
     size: int = -1  # the leader's replica, in bytes; -1 when unknown
+    last_stable: int = -1  # ListOffsets read_committed: the LSO; -1 when unknown
+    open_transactions: int = 0  # producers with a transaction open here (DescribeProducers)
+
+    @property
+    def lso_lag(self) -> int:
+        """Offsets below the high watermark that read_committed consumers cannot read yet
+        (an open transaction holds them back); 0 when unknown."""
+        if self.last_stable < 0 or self.high_watermark < 0:
+            return 0
+        return max(0, self.high_watermark - self.last_stable)
 
     @property
     def offline(self) -> bool:
@@ -138,6 +148,32 @@ class GroupInfo:
         return tuple(sorted({o.topic for o in self.offsets}))
 
 
+OPEN_TRANSACTION_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence")
+
+
+@dataclass(frozen=True)
+class TransactionInfo:
+    """An open transaction, from its coordinator (ListTransactions, DescribeTransactions)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's names: Ongoing, PrepareCommit, ...
+    coordinator: int
+    producer_epoch: int = -1  # -1 and below: not described (DescribeTransactions failed)
+    timeout_ms: int = -1
+    start_ms: int = -1  # when its first partition was added
+    partitions: tuple[tuple[str, int], ...] = ()
+
+    def age_s(self, at: float) -> float | None:
+        return None if self.start_ms <= 0 else max(0.0, at - self.start_ms / 1000)
+
+    def hanging(self, at: float) -> bool:
+        """Open longer than its timeout: its coordinator should have aborted it."""
+        age = self.age_s(at)
+        return (self.state == "Ongoing" and age is not None and self.timeout_ms >= 0
+                and age * 1000 > self.timeout_ms)
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
     taken_at: float  # seconds since the epoch
@@ -150,6 +186,7 @@ class ClusterSnapshot:
     # broker id → bytes of every replica it holds (DescribeLogDirs); absent: unknown
     broker_bytes: dict[int, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()  # parts of the refresh that failed
+    transactions: tuple[TransactionInfo, ...] = ()  # the open ones, by transactional id
 
     @property
     def partitions(self) -> list[PartitionInfo]:
@@ -175,6 +212,10 @@ class ClusterSnapshot:
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return next((b for b in self.brokers if b.broker_id == broker_id), None)
+
+    @property
+    def hanging_transactions(self) -> int:
+        return sum(t.hanging(self.taken_at) for t in self.transactions)
 
     def leaderships(self, broker_id: int) -> int:
         return sum(p.leader == broker_id and not p.offline for p in self.partitions)

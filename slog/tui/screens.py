@@ -15,7 +15,7 @@ from slog.tui.state import DashboardState
 from slog.tui.widgets import Table
 
 HELP = """\
-[b]Move[/b]     ↑/↓ or j/k, PgUp/PgDn, g/G; Tab or 1-4 switch views
+[b]Move[/b]     ↑/↓ or j/k, PgUp/PgDn, g/G; Tab or 1-5 switch views
 [b]Open[/b]     Enter: a topic's partitions, a group's offsets; Esc back
 [b]Filter[/b]   / then type; Esc clears.  [b]Refresh[/b]  R (also automatic)
 
@@ -27,7 +27,8 @@ HELP = """\
 
 [b]Colours[/b]  green healthy, yellow under-replicated or lagging,
           red offline or down. In replica lists the leader is
-          bold and out-of-sync replicas are red.
+          bold and out-of-sync replicas are red. Transactions
+          open longer than their timeout are red (hanging).
 q quits."""
 
 
@@ -126,7 +127,8 @@ class DetailScreen(Screen[None]):
 
 
 class TopicScreen(DetailScreen):
-    """Partition detail: leader, replicas, ISR, log start, HW, LEO and size."""
+    """Partition detail: leader, replicas, ISR, log start, LSO, HW, LEO, the LSO lag and
+    open transactions, and size."""
 
     COLUMNS = views.PARTITION_COLUMNS
     BINDINGS = [Binding("e", "app.elect_partition", "Elect"),

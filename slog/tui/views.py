@@ -13,7 +13,7 @@ from rich.text import Text
 from slog.tui import format as fmt
 from slog.tui.events import ERROR, WARN, Event
 from slog.tui.history import History
-from slog.tui.model import ClusterSnapshot, GroupInfo, PartitionInfo, TopicInfo
+from slog.tui.model import ClusterSnapshot, GroupInfo, PartitionInfo, TopicInfo, TransactionInfo
 from slog.tui.state import Connection
 
 Row = tuple[str, list[Text | str]]
@@ -26,7 +26,10 @@ GROUP_STATE_STYLE = {"Stable": "green", "Empty": "dim", "Dead": "red",
 BROKER_COLUMNS = ("id", "address", "status", "leads", "in/s", "out/s", "role")
 TOPIC_COLUMNS = ("topic", "parts", "RF", "size", "msgs/s", "trend", "URP", "lag")
 GROUP_COLUMNS = ("group", "state", "gen", "assignor", "leader", "members", "lag", "trend")
-PARTITION_COLUMNS = ("part", "leader", "replicas", "ISR", "log start", "HW", "LEO", "size")
+PARTITION_COLUMNS = ("part", "leader", "replicas", "ISR", "log start", "LSO", "HW", "LEO",
+                     "LSO lag", "txns", "size")
+TRANSACTION_COLUMNS = ("transactional id", "producer", "state", "partitions", "age",
+                       "timeout", "coord")
 GROUP_OFFSET_COLUMNS = ("topic", "part", "committed", "LEO", "lag", "owner")
 EVENT_COLUMNS = ("time", "event")
 
@@ -57,6 +60,11 @@ def header(snapshot: ClusterSnapshot | None, connection: Connection | None,
     text.append(f"under-replicated {urp}", "bold yellow" if urp else "green")
     text.append("  ")
     text.append(f"offline {offline}", "bold red" if offline else "green")
+    if snapshot.transactions:  # only then: most clusters have none, and the line is full
+        hanging = snapshot.hanging_transactions
+        text.append(f"  txns {len(snapshot.transactions)}")
+        if hanging:
+            text.append(f" ({hanging} hanging)", "bold red")
     if connection is not None and not connection.reachable:
         text.append(f"\nUNREACHABLE for {now - connection.since:.0f}s, retrying: "
                     f"{connection.error}", "bold white on red")
@@ -137,7 +145,9 @@ def partition_rows(topic: TopicInfo) -> list[Row]:
         leader = Text("none", "bold red") if p.offline else Text(str(p.leader))
         rows.append((str(p.partition), [
             str(p.partition), leader, _replica_list(p, p.replicas), _replica_list(p, p.isr),
-            _offset(p.log_start), _offset(p.high_watermark), _offset(p.log_end),
+            _offset(p.log_start), _offset(p.last_stable), _offset(p.high_watermark),
+            _offset(p.log_end), _count_cell(p.lso_lag, "bold yellow"),
+            _count_cell(p.open_transactions, "bold yellow"),
             fmt.size(p.size if p.size >= 0 else None)]))
     return rows
 
@@ -147,6 +157,35 @@ def group_offset_rows(group: GroupInfo) -> list[Row]:
         o.topic, str(o.partition), _offset(o.committed), _offset(o.log_end),
         Text(fmt.count(o.lag), "bold yellow" if o.lag else ""),
         _short(o.owner) if o.owner else Text("-", "dim")]) for o in group.offsets]
+
+
+def _seconds(s: float | None) -> str:
+    return "-" if s is None else f"{s:.0f}s" if s < 3600 else f"{s / 3600:.1f}h"
+
+
+def _transaction_partitions(t: TransactionInfo) -> str:
+    names = [f"{topic}-{p}" for topic, p in t.partitions]
+    shown = ",".join(names[:2]) or "-"
+    return shown if len(names) <= 2 else f"{shown} +{len(names) - 2}"
+
+
+def transaction_rows(snapshot: ClusterSnapshot, history: History, needle: str = ""
+                     ) -> list[Row]:
+    """Open transactions; hanging ones (open past their timeout) in red."""
+    rows: list[Row] = []
+    for t in snapshot.transactions:
+        if not matches(t.transactional_id, needle):
+            continue
+        hanging = t.hanging(snapshot.taken_at)
+        state = Text(f"{t.state} HANGING" if hanging else t.state,
+                     "bold red" if hanging else "" if t.state == "Ongoing" else "yellow")
+        epoch = "" if t.producer_epoch < 0 else f"/{t.producer_epoch}"
+        rows.append((t.transactional_id, [
+            Text(t.transactional_id, "bold red" if hanging else ""),
+            f"{t.producer_id}{epoch}", state, _transaction_partitions(t),
+            Text(_seconds(t.age_s(snapshot.taken_at)), "bold red" if hanging else ""),
+            _seconds(t.timeout_ms / 1000 if t.timeout_ms >= 0 else None), str(t.coordinator)]))
+    return rows
 
 
 def event_rows(events: Iterable[Event], needle: str = "") -> list[Row]:

@@ -74,10 +74,20 @@ def test_data_loss_fails_or_warns() -> None:
     ({"topic": "a", "includeHeaders": "perhaps"}, "true or false"),
     ({"topicPattern": "("}, "not a valid regular expression"),
     ({"topic": "a", "dataDir": "/x", "bootstrap": "h:1"}, "not both"),
+    ({"topic": "a", "isolation.level": "committed"}, "read_uncommitted or read_committed"),
 ])
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(OptionError, match=message):
         parse_options(options)
+
+
+def test_isolation_level_under_both_names() -> None:
+    assert not parse_options({"topic": "a"}).read_committed  # Kafka's default
+    assert parse_options({"topic": "a", "isolation.level": "read_committed"}).read_committed
+    spark_name = parse_options({"topic": "a", "kafka.isolation.level": "READ_COMMITTED"})
+    assert spark_name.isolation_level == "read_committed"
+    assert not parse_options({"topic": "a",
+                              "kafka.isolation.level": "read_uncommitted"}).read_committed
 
 
 def test_inconsistent_ranges_and_missing_topics() -> None:

@@ -12,6 +12,7 @@ from slog.tui.model import (
     MemberInfo,
     PartitionInfo,
     TopicInfo,
+    TransactionInfo,
 )
 
 T0 = 1_700_000_000.0
@@ -19,17 +20,20 @@ BROKERS = (BrokerInfo(1, "127.0.0.1", 9092, True), BrokerInfo(2, "127.0.0.1", 90
            BrokerInfo(3, "127.0.0.1", 9094, True))
 
 
-def _partitions(topic: str, count: int, rf: int, produced: int, *,
-                down: int | None = None) -> tuple[PartitionInfo, ...]:
+def _partitions(topic: str, count: int, rf: int, produced: int, *, down: int | None = None,
+                unstable: dict[int, int] | None = None) -> tuple[PartitionInfo, ...]:
+    """``unstable``: partition → offsets an open transaction holds below the HW."""
     parts = []
     for p in range(count):
         replicas = tuple(((p + i) % 3) + 1 for i in range(rf))
         isr = tuple(r for r in replicas if r != down) or replicas[:1]
         leader = replicas[0] if replicas[0] != down else (isr[0] if isr[0] != down else -1)
         hw = produced * (p + 1)
+        held = (unstable or {}).get(p, 0)
         parts.append(PartitionInfo(topic, p, leader, 3, replicas, isr,
                                    (down,) if down in replicas else (), 0, hw, hw + p % 2,
-                                   hw * 120))
+                                   hw * 120, last_stable=hw - held,
+                                   open_transactions=int(held > 0)))
     return tuple(parts)
 
 
@@ -41,8 +45,10 @@ def snapshot(step: int = 0, *, down: int | None = None) -> ClusterSnapshot:
     topics = (
         TopicInfo("__consumer_offsets", True, _partitions("__consumer_offsets", 3, 3, 2,
                                                           down=down)),
-        TopicInfo("orders", False, _partitions("orders", 6, 3, produced, down=down)),
-        TopicInfo("payments", False, _partitions("payments", 3, 2, produced // 2, down=down)),
+        TopicInfo("orders", False, _partitions("orders", 6, 3, produced, down=down,
+                                               unstable={0: 25, 3: 2})),
+        TopicInfo("payments", False, _partitions("payments", 3, 2, produced // 2, down=down,
+                                                 unstable={1: 4 + step})),
         TopicInfo("audit.log", False, _partitions("audit.log", 1, 1, 7)),
     )
     member = MemberInfo("billing-7f3a2c1e-5d4b-4e8a-9c1d", "billing", "/127.0.0.1",
@@ -54,11 +60,19 @@ def snapshot(step: int = 0, *, down: int | None = None) -> ClusterSnapshot:
               for p in range(6)))
     reports = GroupInfo("reports", "Empty", "consumer", "", 1, (),
                         (GroupOffset("payments", 0, 50, produced // 2, None),))
+    # Open transactions: one young, one that starts hanging (past its 60 s) at step 6.
+    transactions = (
+        TransactionInfo("billing-txn-0", 4001, "Ongoing", 2, 0, 60_000,
+                        int((T0 - 10) * 1000), (("orders", 0),)),
+        TransactionInfo("payments-writer", 4007, "Ongoing", 1, 3, 60_000,
+                        int((T0 - 55) * 1000), (("payments", 1), ("orders", 3))),
+    )
     return ClusterSnapshot(
         taken_at=T0 + step, cluster_id="sample-cluster-id", controller_id=1,
         brokers=brokers, topics=topics, groups=(billing, reports), controller_epoch=4,
         broker_bytes={b.broker_id: 100_000 + b.broker_id * 1000 + step * 30_000
-                      for b in brokers if b.broker_id != down})
+                      for b in brokers if b.broker_id != down},
+        transactions=transactions)
 
 
 EVENTS = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from rich.text import Text
 
 from slog.core.metadata import MetadataImage
 from slog.core.metadata_records import decode_record
@@ -182,3 +183,30 @@ def test_rate_is_unknown_once_a_key_stops_reporting() -> None:
     assert s.rate("3") == 200
     s.add(2, {})
     assert s.rate("3") is None
+
+
+def test_transactions_lso_lag_and_hanging() -> None:
+    young, old = snapshot(0), snapshot(7)
+    orders = old.topic("orders")
+    assert [p.lso_lag for p in orders.partitions] == [25, 0, 0, 2, 0, 0]
+    assert [p.open_transactions for p in orders.partitions] == [1, 0, 0, 1, 0, 0]
+    assert replace(orders.partitions[1], last_stable=-1).lso_lag == 0  # unknown: no lag
+    assert young.hanging_transactions == 0 and old.hanging_transactions == 1
+    # The event comes once, on the refresh it starts hanging, and says why.
+    assert [e for e in diff_events(snapshot(4), snapshot(5)) if e.kind == "txn-hanging"] == []
+    [event] = [e for e in diff_events(snapshot(5), snapshot(6)) if e.kind == "txn-hanging"]
+    assert event.severity == "error"
+    assert event.text == "transaction payments-writer is hanging: open 61s, timeout 60s"
+    assert [e for e in diff_events(snapshot(6), snapshot(7)) if e.kind == "txn-hanging"] == []
+    assert [e.kind for e in diff_events(None, old)] == ["txn-hanging"]  # already hanging
+    rows = dict(views.transaction_rows(old, History()))
+    assert list(rows) == ["billing-txn-0", "payments-writer"]
+    state = rows["payments-writer"][2]
+    assert isinstance(state, Text) and state.plain == "Ongoing HANGING"
+    assert "red" in str(state.style)
+    assert rows["payments-writer"][3] == "payments-1,orders-3"
+    assert [str(c) for c in rows["billing-txn-0"]] == [
+        "billing-txn-0", "4001/0", "Ongoing", "orders-0", "17s", "60s", "2"]
+    assert "txns 2 (1 hanging)" in views.header(old, None, "b:9092", T0).plain
+    no_txns = replace(young, transactions=())
+    assert "txns" not in views.header(no_txns, None, "b:9092", T0).plain

@@ -58,6 +58,11 @@ def test_events_view_80x24(snap_compare: Any) -> None:
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=after_refreshes("4"))
 
 
+def test_transactions_view_80x24(snap_compare: Any) -> None:
+    """Open transactions, the one past its timeout in red."""
+    assert snap_compare(make_app(), terminal_size=(80, 24), run_before=after_refreshes("5"))
+
+
 def test_topic_detail_highlights_out_of_sync_replicas(snap_compare: Any) -> None:
     data = [*refreshes(STEPS - 1), Refresh(snapshot(STEPS - 1, down=3))]
     # orders is the second row: down once from __consumer_offsets, then Enter.
