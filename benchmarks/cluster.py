@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -162,6 +163,23 @@ class Cluster:
         wait_until(lambda: not is_running(self.layout, broker_id), deadline, "the lock release")
         start_daemon(broker_id, self.root, f"127.0.0.1:{self.base_port + broker_id - 1}",
                      timeout_s=min(30.0, deadline.left()))
+
+    def counters(self) -> dict[str, int]:
+        """The brokers' SIGUSR1 stats (requests per API, fsyncs, ...), summed."""
+        total: dict[str, int] = {}
+        for broker_id in range(1, BROKERS + 1):
+            log = self.layout.broker(broker_id).log
+            before = log.read_text(errors="replace").count(" stats: ")
+            os.kill(self.pid(broker_id), signal.SIGUSR1)
+            end = time.monotonic() + 10
+            while log.read_text(errors="replace").count(" stats: ") <= before:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"broker {broker_id} did not log its stats")
+                time.sleep(0.01)
+            line = log.read_text(errors="replace").rsplit(" stats: ", 1)[1].splitlines()[0]
+            for key, value in re.findall(r"(\w+)=(\d+)", line):
+                total[key] = total.get(key, 0) + int(value)
+        return total
 
     def in_sync(self, topic: str) -> bool:
         image = self.image()

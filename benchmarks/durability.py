@@ -34,9 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -102,21 +100,8 @@ class Results:
 
 def group_commits(cluster: Cluster) -> tuple[int, int]:
     """(fsyncs, fsynced records) summed over the brokers, from their SIGUSR1 stats."""
-    fsyncs = records = 0
-    for broker_id in range(1, BROKERS + 1):
-        log = cluster.layout.broker(broker_id).log
-        before = log.read_text(errors="replace").count(" stats: ")
-        os.kill(cluster.pid(broker_id), signal.SIGUSR1)
-        end = time.monotonic() + 10
-        while log.read_text(errors="replace").count(" stats: ") <= before:
-            if time.monotonic() > end:
-                raise RuntimeError(f"broker {broker_id} did not log its stats")
-            time.sleep(0.01)
-        line = log.read_text(errors="replace").rsplit(" stats: ", 1)[1].splitlines()[0]
-        stats = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
-        fsyncs += stats.get("fsyncs", 0)
-        records += stats.get("fsynced_records", 0)
-    return fsyncs, records
+    stats = cluster.counters()
+    return stats.get("fsyncs", 0), stats.get("fsynced_records", 0)
 
 
 # ------------------------------------------------------------------ produce
