@@ -42,6 +42,7 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import re
@@ -188,6 +189,19 @@ class Cluster:
         return t is not None and all(
             p.leader > 0 and set(p.isr) == set(p.replicas) and set(p.replicas) <= live
             for p in t.partitions.values())
+
+
+def add_base_port_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-port", type=int, default=None,
+                        help="first of the brokers' 3 ports (default: any free ones)")
+
+
+def cluster_in(root: Path, base_port: int | None) -> Cluster:
+    """A :class:`Cluster` in ``root`` on ``--base-port`` when given, else on free ports."""
+    cluster = Cluster(root)
+    if base_port is not None:
+        cluster.base_port = base_port
+    return cluster
 
 
 @contextlib.contextmanager

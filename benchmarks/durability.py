@@ -50,6 +50,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_support as bench  # noqa: E402
+import cluster as bench_cluster  # noqa: E402
 from cluster import BROKERS, PRODUCER_CONFIG, Cluster, percentile, running  # noqa: E402
 
 SIZES = (100, 1024)
@@ -232,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="records per maximum-rate run (default 200,000; quick 20,000)")
     parser.add_argument("--paced-s", type=float, default=None,
                         help="seconds per 1,000 records/s run (default 15; quick 3)")
-    parser.add_argument("--base-port", type=int, default=None,
-                        help="first of the brokers' 3 ports (default: any free ones)")
+    bench_cluster.add_base_port_option(parser)
     args = parser.parse_args(argv)
     records = args.records or (20_000 if args.quick else 200_000)
     paced_s = args.paced_s or (3.0 if args.quick else 15.0)
@@ -244,9 +244,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def measure() -> None:
         measure_disk(root, results, deadline)
-        cluster = Cluster(root / "cluster")
-        if args.base_port is not None:
-            cluster.base_port = args.base_port
+        cluster = bench_cluster.cluster_in(root / "cluster", args.base_port)
         with contextlib.ExitStack() as stack:
             stack.enter_context(running(cluster))
             cluster.up(deadline)

@@ -63,6 +63,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_support as bench  # noqa: E402
+import cluster as bench_cluster  # noqa: E402
 from broker import CONSUMER_CONFIG, build_rdkafka_perf, key_values  # noqa: E402
 from cluster import BROKERS, PRODUCER_CONFIG, Cluster, percentile, running  # noqa: E402
 
@@ -305,8 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="transactions timed for the commit latency (default 300; quick 50)")
     parser.add_argument("--consume-runs", type=int, default=None,
                         help="consume runs per isolation level (default 7; quick 3)")
-    parser.add_argument("--base-port", type=int, default=None,
-                        help="first of the brokers' 3 ports (default: any free ones)")
+    bench_cluster.add_base_port_option(parser)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     runs = args.runs or (2 if args.quick else 3)
@@ -321,9 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     def measure() -> None:
         perf, library = build_rdkafka_perf(root)
         print(f"rdkafka_perf.c with {library}", flush=True)
-        cluster = Cluster(root / "cluster")
-        if args.base_port is not None:
-            cluster.base_port = args.base_port
+        cluster = bench_cluster.cluster_in(root / "cluster", args.base_port)
         with contextlib.ExitStack() as stack:
             stack.enter_context(running(cluster))
             cluster.up(deadline)
