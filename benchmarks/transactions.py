@@ -19,8 +19,9 @@ confluent-kafka's librdkafka) so the client's own loop is not the limit.
   counters): above 1 when the producer's next transaction is answered
   CONCURRENT_TRANSACTIONS while the previous one's markers are still written.
 * **commit latency**: a confluent-kafka transactional producer writes 10 records
-  to each of the 3 partitions (one led by each broker, so the markers go to all
-  three), waits until they are acknowledged, and commits. The figure runs from
+  to each of the 3 partitions (their leaders are printed: placement spreads them
+  over the brokers, so the markers go to all three), waits until they are
+  acknowledged, and commits. The figure runs from
   ``commit_transaction()``'s start until ListOffsets read_committed (slog's
   client, one request per partition leader, polled) gives a last stable offset
   beyond the transaction's records on all three partitions: EndTxn, the
@@ -173,8 +174,10 @@ def measure_commit_latency(cluster: Cluster, commits: int, results: Results,
 
     topic = "commit-latency"
     create_topic(cluster, topic, deadline)
+    leaders = [p.leader for _, p in sorted(cluster.image().topics[topic].partitions.items())]
     print(f"commit latency: {commits} transactions of {RECORDS_PER_COMMIT} records on each of "
-          f"{PARTITIONS} partitions", flush=True)
+          f"{PARTITIONS} partitions (leaders: brokers {', '.join(map(str, leaders))})",
+          flush=True)
     producer = Producer({**IDEMPOTENT, "bootstrap.servers": cluster.bootstrap, "linger.ms": "0",
                          "transactional.id": "bench-commit-latency", "log_level": 3})
     producer.init_transactions(60)
