@@ -42,8 +42,10 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -163,6 +165,23 @@ class Cluster:
         start_daemon(broker_id, self.root, f"127.0.0.1:{self.base_port + broker_id - 1}",
                      timeout_s=min(30.0, deadline.left()))
 
+    def counters(self) -> dict[str, int]:
+        """The brokers' SIGUSR1 stats (requests per API, fsyncs, ...), summed."""
+        total: dict[str, int] = {}
+        for broker_id in range(1, BROKERS + 1):
+            log = self.layout.broker(broker_id).log
+            before = log.read_text(errors="replace").count(" stats: ")
+            os.kill(self.pid(broker_id), signal.SIGUSR1)
+            end = time.monotonic() + 10
+            while log.read_text(errors="replace").count(" stats: ") <= before:
+                if time.monotonic() > end:
+                    raise RuntimeError(f"broker {broker_id} did not log its stats")
+                time.sleep(0.01)
+            line = log.read_text(errors="replace").rsplit(" stats: ", 1)[1].splitlines()[0]
+            for key, value in re.findall(r"(\w+)=(\d+)", line):
+                total[key] = total.get(key, 0) + int(value)
+        return total
+
     def in_sync(self, topic: str) -> bool:
         image = self.image()
         t = image.topics.get(topic)
@@ -170,6 +189,19 @@ class Cluster:
         return t is not None and all(
             p.leader > 0 and set(p.isr) == set(p.replicas) and set(p.replicas) <= live
             for p in t.partitions.values())
+
+
+def add_base_port_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-port", type=int, default=None,
+                        help="first of the brokers' 3 ports (default: any free ones)")
+
+
+def cluster_in(root: Path, base_port: int | None) -> Cluster:
+    """A :class:`Cluster` in ``root`` on ``--base-port`` when given, else on free ports."""
+    cluster = Cluster(root)
+    if base_port is not None:
+        cluster.base_port = base_port
+    return cluster
 
 
 @contextlib.contextmanager

@@ -34,9 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -52,6 +50,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import bench_support as bench  # noqa: E402
+import cluster as bench_cluster  # noqa: E402
 from cluster import BROKERS, PRODUCER_CONFIG, Cluster, percentile, running  # noqa: E402
 
 SIZES = (100, 1024)
@@ -102,21 +101,8 @@ class Results:
 
 def group_commits(cluster: Cluster) -> tuple[int, int]:
     """(fsyncs, fsynced records) summed over the brokers, from their SIGUSR1 stats."""
-    fsyncs = records = 0
-    for broker_id in range(1, BROKERS + 1):
-        log = cluster.layout.broker(broker_id).log
-        before = log.read_text(errors="replace").count(" stats: ")
-        os.kill(cluster.pid(broker_id), signal.SIGUSR1)
-        end = time.monotonic() + 10
-        while log.read_text(errors="replace").count(" stats: ") <= before:
-            if time.monotonic() > end:
-                raise RuntimeError(f"broker {broker_id} did not log its stats")
-            time.sleep(0.01)
-        line = log.read_text(errors="replace").rsplit(" stats: ", 1)[1].splitlines()[0]
-        stats = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", line)}
-        fsyncs += stats.get("fsyncs", 0)
-        records += stats.get("fsynced_records", 0)
-    return fsyncs, records
+    stats = cluster.counters()
+    return stats.get("fsyncs", 0), stats.get("fsynced_records", 0)
 
 
 # ------------------------------------------------------------------ produce
@@ -247,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="records per maximum-rate run (default 200,000; quick 20,000)")
     parser.add_argument("--paced-s", type=float, default=None,
                         help="seconds per 1,000 records/s run (default 15; quick 3)")
-    parser.add_argument("--base-port", type=int, default=None,
-                        help="first of the brokers' 3 ports (default: any free ones)")
+    bench_cluster.add_base_port_option(parser)
     args = parser.parse_args(argv)
     records = args.records or (20_000 if args.quick else 200_000)
     paced_s = args.paced_s or (3.0 if args.quick else 15.0)
@@ -259,9 +244,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def measure() -> None:
         measure_disk(root, results, deadline)
-        cluster = Cluster(root / "cluster")
-        if args.base_port is not None:
-            cluster.base_port = args.base_port
+        cluster = bench_cluster.cluster_in(root / "cluster", args.base_port)
         with contextlib.ExitStack() as stack:
             stack.enter_context(running(cluster))
             cluster.up(deadline)

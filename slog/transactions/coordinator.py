@@ -7,6 +7,9 @@ it to ``__transaction_state`` and wait until it is replicated, then apply it.
 EndTxn answers once PrepareCommit/PrepareAbort is replicated; the markers are
 then written to every partition of the transaction (``MarkerWriter``, the
 broker's WriteTxnMarkers sender) and CompleteCommit/CompleteAbort recorded.
+An AddPartitionsToTxn (or AddOffsetsToTxn) that arrives while the previous
+transaction of its id is still being completed waits for that, briefly, instead of
+being answered CONCURRENT_TRANSACTIONS at once.
 A new leader of a state partition replays it and finishes the transactions it
 finds prepared; open transactions past their timeout are aborted at a bumped
 epoch, which fences their producer.
@@ -18,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from slog.core.errors import CorruptRecordError
@@ -75,6 +79,9 @@ class TxnConfig:
     abort_check_interval_ms: int = 10_000  # ...abort.timed.out.transaction.cleanup.interval.ms
     id_expiration_ms: int = 7 * 24 * 3600 * 1000  # transactional.id.expiration.ms
     id_expiration_check_ms: int = 3600 * 1000  # ...remove.expired.transaction.cleanup...
+    # How long AddPartitionsToTxn waits for the previous transaction's markers and
+    # Complete* record before answering CONCURRENT_TRANSACTIONS (slog's, not Kafka's).
+    completion_wait_ms: int = 500
 
 
 def partition_for(transactional_id: str, partitions: int) -> int:
@@ -94,6 +101,7 @@ class TransactionCoordinator:
         self.owned: set[int] = set()
         self.loading: dict[int, asyncio.Task[None] | None] = {}  # None: not started yet
         self._tasks: set[asyncio.Task[None]] = set()
+        self._completing: dict[str, asyncio.Task[None]] = {}  # id -> markers, Complete*
 
     # -- placement and ownership ---------------------------------------------------------
     def partition_of(self, transactional_id: str) -> int:
@@ -163,7 +171,7 @@ class TransactionCoordinator:
         for txn_id, meta in list(self.transactions.items()):
             if self.partition_of(txn_id) == partition and meta.state in (
                     TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
-                self._spawn(self._send_markers_and_complete(txn_id, meta))
+                self._complete(txn_id, meta)
 
     # -- persistence --------------------------------------------------------------------
     async def _write(self, meta: TransactionMetadata, transit: TxnTransit) -> None:
@@ -187,10 +195,33 @@ class TransactionCoordinator:
             raise TransactionError(ErrorCode.not_coordinator, "no longer the coordinator")
         meta.complete(transit)
 
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _complete(self, transactional_id: str, meta: TransactionMetadata) -> None:
+        """Start writing the markers of ``meta``'s prepared transaction, then its
+        Complete* record."""
+        task = self._spawn(self._send_markers_and_complete(transactional_id, meta))
+        self._completing[transactional_id] = task
+        task.add_done_callback(partial(self._completed, transactional_id))
+
+    def _completed(self, transactional_id: str, task: asyncio.Task[None]) -> None:
+        if self._completing.get(transactional_id) is task:
+            del self._completing[transactional_id]
+
+    async def _after_completion(self, transactional_id: str) -> None:
+        """Wait (up to ``completion_wait_ms``) for the previous transaction of this id to
+        be completed. A producer begins its next transaction as soon as EndTxn is
+        answered, before the markers are written; answering its AddPartitionsToTxn
+        CONCURRENT_TRANSACTIONS makes it retry every ~20 ms (librdkafka) until the
+        Complete* record is in, which costs a transaction up to a retry interval and
+        the coordinator a request per retry. Waiting here answers as the retry would."""
+        task = self._completing.get(transactional_id)
+        if task is not None:
+            await asyncio.wait({task}, timeout=self.config.completion_wait_ms / 1000)
 
     # -- InitProducerId -----------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
@@ -254,6 +285,7 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int,
                              producer_epoch: int, partitions: set[TopicPartition]) -> None:
+        await self._after_completion(transactional_id)
         meta = self._current(transactional_id, producer_id, producer_epoch)
         if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise TransactionError(ErrorCode.concurrent_transactions,
@@ -282,11 +314,11 @@ class TransactionCoordinator:
                 f"cannot {'commit' if commit else 'abort'}: {transactional_id} is "
                 f"{state.kafka_name}")
         await self._write(meta, meta.prepare_end(commit, self._wall_ms()))
-        self._spawn(self._send_markers_and_complete(transactional_id, meta))
+        self._complete(transactional_id, meta)
 
     async def _fence_and_abort(self, meta: TransactionMetadata) -> None:
         await self._write(meta, meta.prepare_fence_and_abort(self._wall_ms()))
-        self._spawn(self._send_markers_and_complete(meta.transactional_id, meta))
+        self._complete(meta.transactional_id, meta)
 
     async def _send_markers_and_complete(self, transactional_id: str,
                                          meta: TransactionMetadata) -> None:

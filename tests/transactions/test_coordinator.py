@@ -192,14 +192,33 @@ def test_markers_are_retried_until_the_leaders_take_them(tmp_path: Path) -> None
                        clock: Clock) -> None:
         await _open_transaction(c)
         await c.end_transaction("tx", 100, 0, commit=True)
-        with pytest.raises(TransactionError) as raised:
-            await c.add_partitions("tx", 100, 0, {("t", 0)})
-        assert _code(raised) is ErrorCode.concurrent_transactions
-        await _settled(c)
+        assert c.transactions["tx"].state is S.PREPARE_COMMIT
+        # The next transaction's first AddPartitionsToTxn waits for the markers (two
+        # refusals, 0.2 s of retries) and the CompleteCommit record, then goes ahead.
+        await c.add_partitions("tx", 100, 0, {("t", 0)})
         assert markers.refusals == 0 and len(markers.written) == 1
-        assert c.transactions["tx"].state is S.COMPLETE_COMMIT
+        assert c.transactions["tx"].state is S.ONGOING
 
     run(tmp_path, scenario, refusals=2)
+
+
+def test_add_partitions_waits_for_a_completion_only_so_long(tmp_path: Path) -> None:
+    async def scenario(c: TransactionCoordinator, markers: RecordingMarkers,
+                       clock: Clock) -> None:
+        await _open_transaction(c)
+        await c.end_transaction("tx", 100, 0, commit=True)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(TransactionError) as raised:  # 8 refusals: 0.8 s > 0.5 s
+            await c.add_partitions("tx", 100, 0, {("t", 0)})
+        assert _code(raised) is ErrorCode.concurrent_transactions
+        assert asyncio.get_running_loop().time() - started >= 0.45
+        assert c.transactions["tx"].state is S.PREPARE_COMMIT
+        await _settled(c)
+        assert c.transactions["tx"].state is S.COMPLETE_COMMIT
+        await c.add_partitions("tx", 100, 0, {("t", 0)})  # nothing to wait for now
+        assert c.transactions["tx"].state is S.ONGOING
+
+    run(tmp_path, scenario, refusals=8)
 
 
 def test_a_new_coordinator_loads_the_state_and_finishes_prepared_transactions(

@@ -1,0 +1,340 @@
+"""Transactions benchmark: what exactly-once costs a librdkafka producer and consumer.
+
+Three brokers on this machine sharing one temp data dir (``slog cluster up``,
+default settings, so ``write.caching=false``: acknowledged once the ISR fsynced).
+Topics of 3 partitions, RF 3, ``min.insync.replicas`` 2; 100 B records, acks=all,
+the producer settings of ``benchmarks/cluster.py`` (linger 5 ms, 1 MB batches).
+The clients are ``rdkafka_perf.c`` (librdkafka from C, built here against
+confluent-kafka's librdkafka) so the client's own loop is not the limit.
+
+* **produce**: in the same run, interleaved (``--runs`` rounds, a fresh topic for
+  each case): idempotent non-transactional produce, and transactional produce at
+  1,000 and at 100 records per transaction (each transaction committed before the
+  next begins, as a read-process-write loop does). records/s from the first record
+  produced to the last acknowledgement (``init_transactions`` excluded), median
+  of the rounds, and the ratio transactional / idempotent of the medians. Goal:
+  >= 0.8x at 1,000 records per transaction. The 100-record case produces a
+  tenth of the records (its rate is bound by commits, not records). Also shown:
+  AddPartitionsToTxn requests per transaction (the brokers' SIGUSR1 request
+  counters): above 1 when the producer's next transaction is answered
+  CONCURRENT_TRANSACTIONS while the previous one's markers are still written.
+* **commit latency**: a confluent-kafka transactional producer writes 10 records
+  to each of the 3 partitions (their leaders are printed: placement spreads them
+  over the brokers, so the markers go to all three), waits until they are
+  acknowledged, and commits. The figure runs from
+  ``commit_transaction()``'s start until ListOffsets read_committed (slog's
+  client, one request per partition leader, polled) gives a last stable offset
+  beyond the transaction's records on all three partitions: EndTxn, the
+  PrepareCommit record replicated, the COMMIT markers appended and replicated
+  by every leader. ``commit_transaction()``'s own return (the EndTxn answer)
+  is reported beside it. Median and p99 of ``--commits``. Goal: median < 20 ms.
+* **consume**: a topic of committed transactions (1,000 records each, COMMIT
+  markers between them) is read from offset 0 by ``rdkafka_perf consume`` with
+  ``isolation.level=read_committed`` and with ``read_uncommitted``, alternately,
+  ``--consume-runs`` times each (a run takes well under a second); records/s
+  (assignment to the last record), medians, and their ratio. Goal: read_committed
+  >= 0.9x read_uncommitted.
+
+The load average is printed at the start and the end: on two cores other work
+moves these figures. ``--json FILE`` writes the figures as JSON as well.
+The whole benchmark stops after ``--timeout`` seconds; every broker it started is
+stopped and the temp dir removed, also on errors and Ctrl-C.
+
+Usage::
+
+    python benchmarks/transactions.py [--quick] [--runs N] [--records N] [--commits N]
+        [--consume-runs N] [--base-port PORT] [--timeout S] [--dir PARENT] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import bench_support as bench  # noqa: E402
+import cluster as bench_cluster  # noqa: E402
+from broker import CONSUMER_CONFIG, build_rdkafka_perf, key_values  # noqa: E402
+from cluster import BROKERS, PRODUCER_CONFIG, Cluster, percentile, running  # noqa: E402
+
+from slog.client import Admin, NewTopic, TopicPartition  # noqa: E402
+
+PARTITIONS = 3
+VALUE_SIZE = 100
+PRODUCE_GOAL = 0.8  # transactional at 1,000 per transaction / idempotent
+COMMIT_GOAL_MS = 20.0  # median commit latency
+CONSUME_GOAL = 0.9  # read_committed / read_uncommitted
+RECORDS_PER_COMMIT = 10  # per partition, in the commit-latency transactions
+PRODUCE_CASES = {"idempotent": 0, "txn-1000": 1000, "txn-100": 100}
+ISOLATION = ("read_committed", "read_uncommitted")
+ADD_PARTITIONS = "AddPartitionsToTxn"  # its name in the brokers' stats
+IDEMPOTENT = {**PRODUCER_CONFIG, "acks": "all", "enable.idempotence": "true"}
+
+
+@dataclass
+class Results:
+    load_start: tuple[float, ...] = ()
+    load_end: tuple[float, ...] = ()
+    records: int = 0
+    produce: dict[str, list[float]] = field(default_factory=dict)  # case -> records/s
+    add_partitions: dict[str, list[float]] = field(default_factory=dict)  # per transaction
+    commit_ms: list[float] = field(default_factory=list)  # commit() start -> LSO passed
+    end_txn_ms: list[float] = field(default_factory=list)  # commit() start -> its return
+    consume: dict[str, list[float]] = field(default_factory=dict)  # isolation -> records/s
+
+
+# ------------------------------------------------------------------ clients
+
+
+def run_perf(cmd: list[str], deadline: bench.Deadline) -> dict[str, str]:
+    """Run ``rdkafka_perf`` to completion; its ``key=value`` summary line."""
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline.left(),
+                              check=False)
+    except subprocess.TimeoutExpired:
+        raise bench.BenchTimeout(f"rdkafka_perf {cmd[1]} did not finish in time") from None
+    if done.returncode != 0:
+        raise RuntimeError(f"rdkafka_perf {cmd[1]} failed ({done.returncode}): "
+                           f"{done.stderr[-2000:]}")
+    return dict(item.split("=", 1) for item in done.stdout.split())
+
+
+def create_topic(cluster: Cluster, topic: str, deadline: bench.Deadline) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, PARTITIONS, BROKERS,
+                                      {"min.insync.replicas": "2"})])
+    bench.wait_until(lambda: cluster.in_sync(topic), deadline, f"topic {topic}")
+
+
+def delete_topic(cluster: Cluster, topic: str) -> None:
+    """Its dirty pages must not slow the next case."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.delete_topics([topic])
+
+
+def produce(perf: Path, cluster: Cluster, topic: str, records: int, per_txn: int,
+            deadline: bench.Deadline) -> dict[str, str]:
+    if per_txn:
+        config = {**IDEMPOTENT, "transactional.id": f"bench-{topic}"}
+        cmd = [str(perf), "txn-produce", cluster.bootstrap, topic, str(PARTITIONS),
+               str(records), str(VALUE_SIZE), str(per_txn), *key_values(config)]
+    else:
+        cmd = [str(perf), "produce", cluster.bootstrap, topic, str(PARTITIONS), str(records),
+               str(VALUE_SIZE), *key_values(IDEMPOTENT)]
+    return run_perf(cmd, deadline)
+
+
+# ------------------------------------------------------------------ measurements
+
+
+def measure_produce(perf: Path, cluster: Cluster, records: int, runs: int, results: Results,
+                    deadline: bench.Deadline) -> None:
+    print(f"produce: {records:,} records of {VALUE_SIZE} B ({records // 10:,} at 100 per "
+          f"transaction), {PARTITIONS} partitions, RF {BROKERS}, acks=all; {runs} rounds",
+          flush=True)
+    for run in range(runs):
+        for case, per_txn in PRODUCE_CASES.items():
+            topic = f"produce-{case}-{run}"
+            create_topic(cluster, topic, deadline)
+            count = records // 10 if per_txn == 100 else records
+            requests = cluster.counters().get(ADD_PARTITIONS, 0)
+            out = produce(perf, cluster, topic, count, per_txn, deadline)
+            rate = int(out["records"]) / float(out["seconds"])
+            results.produce.setdefault(case, []).append(rate)
+            line = f"  round {run + 1} {case:>10}: {rate:>9,.0f} records/s"
+            if per_txn:
+                transactions = int(out["transactions"])
+                per = (cluster.counters().get(ADD_PARTITIONS, 0) - requests) / transactions
+                results.add_partitions.setdefault(case, []).append(per)
+                line += f"  ({transactions} transactions, {per:.2f} AddPartitionsToTxn each)"
+            print(line, flush=True)
+            delete_topic(cluster, topic)
+
+
+def last_stable_offsets(admin: Admin, partitions: list[TopicPartition]
+                        ) -> dict[TopicPartition, int]:
+    found = admin.list_offsets(dict.fromkeys(partitions, "latest"), isolation_level=1)
+    return {tp: result.offset for tp, result in found.items()}
+
+
+def measure_commit_latency(cluster: Cluster, commits: int, results: Results,
+                           deadline: bench.Deadline) -> None:
+    from confluent_kafka import Producer
+
+    topic = "commit-latency"
+    create_topic(cluster, topic, deadline)
+    leaders = [p.leader for _, p in sorted(cluster.image().topics[topic].partitions.items())]
+    print(f"commit latency: {commits} transactions of {RECORDS_PER_COMMIT} records on each of "
+          f"{PARTITIONS} partitions (leaders: brokers {', '.join(map(str, leaders))})",
+          flush=True)
+    producer = Producer({**IDEMPOTENT, "bootstrap.servers": cluster.bootstrap, "linger.ms": "0",
+                         "transactional.id": "bench-commit-latency", "log_level": 3})
+    producer.init_transactions(60)
+    last: dict[int, int] = {}
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            raise RuntimeError(f"delivery failed: {error}")
+        last[message.partition()] = max(last.get(message.partition(), -1), message.offset())
+
+    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+    with Admin(cluster.bootstrap) as admin:
+        last_stable_offsets(admin, partitions)  # connections and metadata, off the clock
+        for n in range(commits + 1):  # the first one warms up, off the record
+            deadline.check()
+            producer.begin_transaction()
+            for i in range(RECORDS_PER_COMMIT * PARTITIONS):
+                producer.produce(topic, b"c" * VALUE_SIZE, partition=i % PARTITIONS,
+                                 on_delivery=delivered)
+            producer.flush(deadline.left())
+            started = time.perf_counter()
+            producer.commit_transaction(deadline.left())
+            answered = time.perf_counter()
+            waiting = {tp: last[tp.partition] for tp in partitions}  # its last records
+            while waiting:
+                lso = last_stable_offsets(admin, list(waiting))
+                waiting = {tp: end for tp, end in waiting.items() if lso[tp] <= end}
+                if time.perf_counter() - started > 30:
+                    raise RuntimeError(f"the LSO did not pass the transaction: {waiting}")
+            stable = time.perf_counter()
+            if n:
+                results.end_txn_ms.append((answered - started) * 1000)
+                results.commit_ms.append((stable - started) * 1000)
+    print(f"  {describe_latency(results)}", flush=True)
+
+
+def measure_consume(perf: Path, cluster: Cluster, records: int, runs: int, results: Results,
+                    deadline: bench.Deadline) -> None:
+    topic = "consume-committed"
+    create_topic(cluster, topic, deadline)
+    produce(perf, cluster, topic, records, 1000, deadline)
+    print(f"consume: {records:,} committed records ({records // 1000:,} transactions) from "
+          f"offset 0, {runs} runs each, alternating", flush=True)
+    for run in range(runs):
+        for isolation in ISOLATION:
+            config = {**CONSUMER_CONFIG, "isolation.level": isolation}
+            out = run_perf([str(perf), "consume", cluster.bootstrap, topic, str(PARTITIONS),
+                            str(records), *key_values(config)], deadline)
+            rate = int(out["records"]) / float(out["seconds"])
+            results.consume.setdefault(isolation, []).append(rate)
+            print(f"  run {run + 1} {isolation:>16}: {rate:>10,.0f} records/s", flush=True)
+
+
+# ------------------------------------------------------------------ report
+
+
+def describe_latency(results: Results) -> str:
+    if not results.commit_ms:
+        return "no commits measured"
+    return (f"commit to LSO passed: median {statistics.median(results.commit_ms):.1f} ms, p99 "
+            f"{percentile(results.commit_ms, 0.99):.1f} ms; EndTxn answered: median "
+            f"{statistics.median(results.end_txn_ms):.1f} ms, p99 "
+            f"{percentile(results.end_txn_ms, 0.99):.1f} ms ({len(results.commit_ms)} commits)")
+
+
+def figures(results: Results) -> dict[str, object]:
+    def medians(samples: dict[str, list[float]]) -> dict[str, float]:
+        return {k: statistics.median(v) for k, v in samples.items() if v}
+
+    produce, consume = medians(results.produce), medians(results.consume)
+    out: dict[str, object] = {**asdict(results), "produce_median": produce,
+                              "consume_median": consume}
+    if "idempotent" in produce:
+        out["produce_ratio"] = {case: rate / produce["idempotent"]
+                                for case, rate in produce.items() if case != "idempotent"}
+    if len(consume) == 2:
+        out["consume_ratio"] = consume["read_committed"] / consume["read_uncommitted"]
+    if results.commit_ms:
+        out["commit_ms_median"] = statistics.median(results.commit_ms)
+        out["commit_ms_p99"] = percentile(results.commit_ms, 0.99)
+    return out
+
+
+def report(results: Results, json_path: Path | None) -> bool:
+    results.load_end = os.getloadavg()
+    found = figures(results)
+    if json_path is not None:
+        json_path.write_text(json.dumps(found, indent=2) + "\n")
+    print(f"\nresults (load average {results.load_start[0]:.2f} at the start, "
+          f"{results.load_end[0]:.2f} at the end)")
+    checks: list[bool] = []
+    produce = found["produce_median"]
+    assert isinstance(produce, dict)
+    for case, rate in produce.items():
+        print(f"  produce {case:>10}: {rate:>10,.0f} records/s (median)")
+    ratios = found.get("produce_ratio", {})
+    assert isinstance(ratios, dict)
+    for case, ratio in ratios.items():
+        print(f"  {case} / idempotent: {ratio:.2f}x")
+    if "txn-1000" in ratios:
+        checks.append(ok := ratios["txn-1000"] >= PRODUCE_GOAL)
+        print(f"  goal txn-1000 >= {PRODUCE_GOAL}x idempotent: {'ok' if ok else 'MISSED'}")
+    if results.commit_ms:
+        print(f"  {describe_latency(results)}")
+        checks.append(ok := statistics.median(results.commit_ms) < COMMIT_GOAL_MS)
+        print(f"  goal median < {COMMIT_GOAL_MS:g} ms: {'ok' if ok else 'MISSED'}")
+    consume = found["consume_median"]
+    assert isinstance(consume, dict)
+    for isolation, rate in consume.items():
+        print(f"  consume {isolation:>16}: {rate:>10,.0f} records/s (median)")
+    if "consume_ratio" in found:
+        ratio = found["consume_ratio"]
+        assert isinstance(ratio, float)
+        checks.append(ok := ratio >= CONSUME_GOAL)
+        print(f"  read_committed / read_uncommitted: {ratio:.2f}x (goal >= {CONSUME_GOAL}x): "
+              f"{'ok' if ok else 'MISSED'}")
+    return len(checks) == 3 and all(checks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = bench.common_parser(__doc__, "a tenth of the records, 2 rounds, 50 commits",
+                                 1800, 300)
+    parser.add_argument("--runs", type=int, default=None,
+                        help="produce rounds and consume runs per mode (default 3; quick 2)")
+    parser.add_argument("--records", type=int, default=None,
+                        help="records per produce case and consumed (default 200,000; "
+                             "quick 20,000)")
+    parser.add_argument("--commits", type=int, default=None,
+                        help="transactions timed for the commit latency (default 300; quick 50)")
+    parser.add_argument("--consume-runs", type=int, default=None,
+                        help="consume runs per isolation level (default 7; quick 3)")
+    bench_cluster.add_base_port_option(parser)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args(argv)
+    runs = args.runs or (2 if args.quick else 3)
+    records = args.records or (20_000 if args.quick else 200_000)
+    commits = args.commits or (50 if args.quick else 300)
+    consume_runs = args.consume_runs or (3 if args.quick else 7)
+    deadline, root = bench.start_run(args, "slog-transactions-bench-")
+    results = Results(load_start=os.getloadavg(), records=records)
+    print(f"transactions benchmark: {BROKERS} brokers, load average "
+          f"{results.load_start[0]:.2f}; temp dir {root}", flush=True)
+
+    def measure() -> None:
+        perf, library = build_rdkafka_perf(root)
+        print(f"rdkafka_perf.c with {library}", flush=True)
+        cluster = bench_cluster.cluster_in(root / "cluster", args.base_port)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(running(cluster))
+            cluster.up(deadline)
+            measure_produce(perf, cluster, records, runs, results, deadline)
+            measure_commit_latency(cluster, commits, results, deadline)
+            measure_consume(perf, cluster, records, consume_runs, results, deadline)
+
+    return bench.measure_and_report(measure, lambda: report(results, args.json), root,
+                                    stops=(bench.BenchTimeout, RuntimeError))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
