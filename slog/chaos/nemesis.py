@@ -51,6 +51,7 @@ class Nemesis:
     log: Callable[[str], None] = _quiet
     power_cut_command: str | None = None  # drops unsynced data under the data dir
     committed: Callable[[], dict[int, int]] | None = None  # the group's committed offsets
+    committed_retry_s: float = 1.0  # between reads of them while no coordinator answers
     # broker faults injected (a rolling restart counts one per broker)
     events: int = field(default=0, init=False)
     recovery_s: list[float] = field(default_factory=list, init=False)
@@ -175,7 +176,7 @@ class Nemesis:
             except Exception as exc:
                 self.log(f"committed offsets unavailable: {exc}")
                 if attempt + 1 < attempts:
-                    time.sleep(1)
+                    time.sleep(self.committed_retry_s)
         return None
 
     def _clean_stop(self, op: Op) -> tuple[int, str]:

@@ -17,7 +17,7 @@ from tests.powerfs import PowerFS, available
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
 
-LOSSES = 3
+LOSSES = 2  # the second shows the committed offsets kept across a loss
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from slog.chaos.nemesis import Nemesis
 
 def nemesis(committed: Any) -> Nemesis:
     return Nemesis(cluster=cast(Any, None), topic="chaos", partitions=2, record=print,
-                   committed=committed)
+                   committed=committed, committed_retry_s=0.01)
 
 
 def test_offsets_kept_or_further_pass() -> None:
@@ -27,9 +27,13 @@ def test_lower_or_vanished_offsets_are_reported() -> None:
 
 
 def test_unreadable_offsets_are_not_compared() -> None:
+    asked: list[int] = []
+
     def unavailable() -> dict[int, int]:
+        asked.append(1)
         raise OSError("no coordinator")
 
     n = nemesis(unavailable)
     assert "not compared" in n._offsets_went_back({0: 5})
     assert n.offsets_went_back == []
+    assert len(asked) == 5  # retried while no coordinator answers, then given up

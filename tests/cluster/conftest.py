@@ -484,10 +484,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "broker_config(dict): extra broker settings")
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+@contextlib.contextmanager
+def running_cluster(data_dir: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
     overrides = {**FAST, **_marker_value(request, "broker_config", {})}
-    nodes = Cluster(tmp_path / "data", _marker_value(request, "brokers", 3), overrides)
+    nodes = Cluster(data_dir, _marker_value(request, "brokers", 3), overrides)
     try:
         nodes.start()
         yield nodes
@@ -495,3 +495,18 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
         nodes.close()
     tracebacks = [b for b in nodes.brokers if "Traceback" in nodes.log_text(b)]
     assert not tracebacks, "\n".join(nodes.log_text(b)[-6000:] for b in tracebacks)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    with running_cluster(tmp_path / "data", request) as nodes:
+        yield nodes
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+                   ) -> Iterator[Cluster]:
+    """One cluster for a whole module (markers from the module's ``pytestmark``), for tests
+    that break no broker and use topics of their own: a cluster start is seconds."""
+    with running_cluster(tmp_path_factory.mktemp("cluster") / "data", request) as nodes:
+        yield nodes

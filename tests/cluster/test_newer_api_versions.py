@@ -3,13 +3,21 @@ each new field means what Kafka says it means, and the older versions keep answe
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
-from tests.cluster.conftest import Cluster, wait_until
+from tests.cluster.conftest import Cluster, running_cluster, wait_until
 
 pytestmark = pytest.mark.brokers(2)
+
+
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """The module's cluster: these tests break no broker and create their own topics."""
+    return shared_cluster
 
 
 def test_api_versions_v4_and_metadata_v13(cluster: Cluster) -> None:
@@ -32,20 +40,23 @@ def test_api_versions_v4_and_metadata_v13(cluster: Cluster) -> None:
         assert metadata.error_code == ErrorCode.none
 
 
-def test_describe_cluster_v2_lists_fenced_brokers_when_asked(cluster: Cluster) -> None:
-    cluster.stop(2)
-    cluster.wait_fenced(2)
-    with cluster.connect(1) as conn:
-        def brokers(version: int, include_fenced: bool) -> dict[int, bool]:
-            answer = conn.request(ApiKey.DESCRIBE_CLUSTER, {
-                "include_cluster_authorized_operations": False, "endpoint_type": 1,
-                "include_fenced_brokers": include_fenced}, version=version)
-            assert answer.error_code == ErrorCode.none
-            return {b.broker_id: getattr(b, "is_fenced", False) for b in answer.brokers}
+def test_describe_cluster_v2_lists_fenced_brokers_when_asked(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    # it stops a broker: a cluster of its own, not the module's
+    with running_cluster(tmp_path / "data", request) as cluster:
+        cluster.stop(2)
+        cluster.wait_fenced(2)
+        with cluster.connect(1) as conn:
+            def brokers(version: int, include_fenced: bool) -> dict[int, bool]:
+                answer = conn.request(ApiKey.DESCRIBE_CLUSTER, {
+                    "include_cluster_authorized_operations": False, "endpoint_type": 1,
+                    "include_fenced_brokers": include_fenced}, version=version)
+                assert answer.error_code == ErrorCode.none
+                return {b.broker_id: getattr(b, "is_fenced", False) for b in answer.brokers}
 
-        assert brokers(2, True) == {1: False, 2: True}
-        assert brokers(2, False) == {1: False}
-        assert brokers(1, True) == {1: False}  # v1 has no such flag
+            assert brokers(2, True) == {1: False, 2: True}
+            assert brokers(2, False) == {1: False}
+            assert brokers(1, True) == {1: False}  # v1 has no such flag
 
 
 def test_alter_reassignments_v1_may_forbid_replication_factor_changes(cluster: Cluster) -> None:

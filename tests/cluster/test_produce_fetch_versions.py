@@ -15,6 +15,12 @@ from tests.cluster.conftest import Cluster, produce_body, wait_until
 pytestmark = pytest.mark.brokers(2)
 
 
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """The module's cluster: these tests break no broker and create their own topics."""
+    return shared_cluster
+
+
 def _topic_id(cluster: Cluster, topic: str) -> uuid.UUID:
     return uuid.UUID(cluster.image().topics[topic].topic_id)
 

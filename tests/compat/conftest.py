@@ -9,7 +9,11 @@ import pytest
 from slog.client.connection import BrokerConnection
 from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess
-from tests.cluster.conftest import cluster, pytest_configure  # noqa: F401 - re-exported fixture
+from tests.cluster.conftest import (  # noqa: F401 - re-exported fixtures
+    cluster,
+    pytest_configure,
+    shared_cluster,
+)
 
 COORDINATOR_WAIT_S = 60
 

@@ -22,6 +22,12 @@ NOT_REQUESTED = -(2**31)
 pytestmark = pytest.mark.brokers(1)
 
 
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """The module's cluster: these tests break no broker and create their own topics."""
+    return shared_cluster
+
+
 def _bits(names: set[str]) -> int:
     return sum(1 << Operation[name] for name in names)
 

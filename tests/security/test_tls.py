@@ -22,7 +22,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from slog.broker.daemon import BrokerStartError, start_daemon
+from slog.broker.daemon import BrokerStartError, in_parallel, start_daemon
 from slog.cli.local_ca import TlsFiles, ensure_local_ca
 from slog.client.admin import Admin as SlogAdmin
 from slog.client.connection import BrokerConnection, tls_context
@@ -316,8 +316,11 @@ def test_three_brokers_replicate_over_tls(tmp_path: Path, ca: TlsFiles, protocol
     brokers = [BrokerProcess(i, data, base + i - 1, settings) for i in (1, 2, 3)]
     stack = contextlib.ExitStack()
     try:
-        for broker in brokers:
-            broker.start()
+        # a start is mostly waiting for the port: the three wait at once
+        started = in_parallel(lambda i: brokers[i].start(), range(len(brokers)))
+        failed = [r for r in started.values() if isinstance(r, Exception)]
+        if failed:
+            raise failed[0]
         conf = ssl_conf(",".join(b.bootstrap for b in brokers), ca)
         if protocol == "SASL_SSL":
             conf.update({"security.protocol": protocol, "sasl.mechanism": "SCRAM-SHA-256",

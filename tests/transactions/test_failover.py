@@ -18,11 +18,13 @@ from tests.transactions.test_clients import (
 
 TOPIC = "tx-fo"
 STATE_PARTITIONS = int(TXN_BROKER_CONFIG["transaction.state.log.num.partitions"])
+# Both outcomes in one run: the commit's and the abort's markers cross the same failure.
+COMMITTED = [f"c{i}" for i in range(9)]
+ABORTED = [f"a{i}" for i in range(9)]
 
 
 def _open_transaction(cluster: Cluster, transactional_id: str, values: list[str]
                       ) -> Producer:
-    cluster.create_topic(TOPIC, 3, 3)
     producer = _producer(cluster.bootstrap, transactional_id)
     producer.begin_transaction()
     for i, value in enumerate(values):
@@ -31,37 +33,42 @@ def _open_transaction(cluster: Cluster, transactional_id: str, values: list[str]
     return producer
 
 
-def _end_and_read(cluster: Cluster, producer: Producer, commit: bool,
-                  values: list[str]) -> list[str]:
-    """Commit or abort; a read_committed consumer then sees all of it or none."""
-    if commit:
-        producer.commit_transaction(60)
-    else:
-        producer.abort_transaction(60)
-    expected = sorted(values) if commit else []
+def _open_two(cluster: Cluster, transactional_id: str) -> tuple[Producer, Producer]:
+    """Two transactions open on TOPIC, one to commit and one to abort, with the same
+    transaction coordinator (their ids hash to one state partition)."""
+    cluster.create_topic(TOPIC, 3, 3)
+    state_partition = partition_for(transactional_id, STATE_PARTITIONS)
+    other = next(t for t in (f"{transactional_id}-{i}" for i in range(1000))
+                 if partition_for(t, STATE_PARTITIONS) == state_partition)
+    return (_open_transaction(cluster, transactional_id, COMMITTED),
+            _open_transaction(cluster, other, ABORTED))
+
+
+def _end_and_read(cluster: Cluster, to_commit: Producer, to_abort: Producer) -> list[str]:
+    """Commit one, abort the other: a read_committed consumer sees all of the first and
+    none of the second."""
+    to_commit.commit_transaction(60)
+    to_abort.abort_transaction(60)
+    expected = sorted(COMMITTED)
     assert _read(cluster.bootstrap, TOPIC, "read_committed", len(expected)) == expected
     return expected
 
 
 @pytest.mark.broker_config(TXN_BROKER_CONFIG)
-@pytest.mark.parametrize("commit", [True, False])
-def test_the_coordinator_dies_mid_transaction(cluster: Cluster, commit: bool) -> None:
-    values = [f"v{i}" for i in range(9)]
-    producer = _open_transaction(cluster, "tx-fo-coordinator", values)
+def test_the_coordinator_dies_mid_transaction(cluster: Cluster) -> None:
+    to_commit, to_abort = _open_two(cluster, "tx-fo-coordinator")
     state_partition = partition_for("tx-fo-coordinator", STATE_PARTITIONS)
     coordinator = cluster.leader(TRANSACTION_STATE_TOPIC, state_partition)
     cluster.step(f"kill -9 the coordinator, broker {coordinator}")
     cluster.kill(coordinator)
     cluster.wait_leader(TRANSACTION_STATE_TOPIC, state_partition, not_in=[coordinator])
-    # The client finds the new coordinator, which loaded the transaction.
-    _end_and_read(cluster, producer, commit, values)
+    # The clients find the new coordinator, which loaded both transactions.
+    _end_and_read(cluster, to_commit, to_abort)
 
 
 @pytest.mark.broker_config(TXN_BROKER_CONFIG)
-@pytest.mark.parametrize("commit", [True, False])
-def test_a_partition_leader_dies_mid_transaction(cluster: Cluster, commit: bool) -> None:
-    values = [f"v{i}" for i in range(9)]
-    producer = _open_transaction(cluster, "tx-fo-leader", values)
+def test_a_partition_leader_dies_mid_transaction(cluster: Cluster) -> None:
+    to_commit, to_abort = _open_two(cluster, "tx-fo-leader")
     coordinator = cluster.leader(TRANSACTION_STATE_TOPIC,
                                  partition_for("tx-fo-leader", STATE_PARTITIONS))
     victim = next(cluster.leader(TOPIC, p) for p in range(3)
@@ -70,8 +77,8 @@ def test_a_partition_leader_dies_mid_transaction(cluster: Cluster, commit: bool)
     cluster.kill(victim)
     for p in range(3):
         cluster.wait_leader(TOPIC, p, not_in=[victim])
-    # The new leaders replicated the open transaction; the marker goes to them.
-    expected = _end_and_read(cluster, producer, commit, values)
+    # The new leaders replicated the open transactions; the markers go to them.
+    expected = _end_and_read(cluster, to_commit, to_abort)
     # The killed broker comes back, recovers its log and its transaction state, and
     # catches up: the topic still reads the same.
     cluster.restart(victim)
