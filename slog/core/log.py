@@ -230,7 +230,7 @@ class PartitionLog:
         # Producer-state snapshots (slog.core.producer_snapshot): the offsets of the
         # files in the directory, and the writes handed to the segment syncer.
         self._snapshots: list[int] = []
-        self._snapshot_writes: list[concurrent.futures.Future[None]] = []
+        self._snapshot_writes: dict[int, concurrent.futures.Future[None]] = {}
         # Asked for the producer state (as of the log end) at every roll and at
         # close; set by the replica that owns the producer state.
         self.producer_state: Callable[[], list[SnapshotEntry]] | None = None
@@ -592,9 +592,10 @@ class PartitionLog:
             # Encoded now (the state is as of new_base: the append that rolls is not
             # tracked yet), written behind the sealed segment's fsync, off this thread.
             data = encode_snapshot(self.producer_state())
-            self._snapshot_writes = [f for f in self._snapshot_writes if not f.done()]
-            self._snapshot_writes.append(_SEGMENT_SYNCER.submit(
-                _write_snapshot, snapshot_path(self._directory, new_base), data))
+            self._snapshot_writes = {o: f for o, f in self._snapshot_writes.items()
+                                     if not f.done()}
+            self._snapshot_writes[new_base] = _SEGMENT_SYNCER.submit(
+                _write_snapshot, snapshot_path(self._directory, new_base), data)
             self._note_snapshot(new_base)
         logger.debug("%s: rolled segment %d", self._directory.name, new_base)
 
@@ -1024,18 +1025,20 @@ class PartitionLog:
     def _wait_snapshot_writes(self) -> None:
         """Let queued snapshot writes land first: one landing after its file was
         deleted would bring back a snapshot of records that are gone."""
-        writes, self._snapshot_writes = self._snapshot_writes, []
-        for write in writes:
+        writes, self._snapshot_writes = self._snapshot_writes, {}
+        for write in writes.values():
             write.result()
 
     def _delete_snapshots(self, doomed: Callable[[int], bool], *, durably: bool) -> bool:
         """Delete the snapshots whose offset is ``doomed``; True if any was.
 
         ``durably`` (truncation): the directory is fsynced, or a crash could bring
-        back a deleted snapshot whose offset the log has meanwhile refilled."""
+        back a deleted snapshot whose offset the log has meanwhile refilled. Else
+        (retention) a snapshot still being written is left for a later pass."""
         if durably:
             self._wait_snapshot_writes()
-        victims = [offset for offset in self._snapshots if doomed(offset)]
+        writing = {o for o, f in self._snapshot_writes.items() if not f.done()}
+        victims = [o for o in self._snapshots if doomed(o) and o not in writing]
         for offset in victims:
             snapshot_path(self._directory, offset).unlink(missing_ok=True)
             self._snapshots.remove(offset)
