@@ -1,16 +1,18 @@
 """A broker holding transactions restarts (kill -9, then a clean stop): the last stable
 offset and the aborted transactions come back from its producer-state snapshots and
 .txnindex files, and a read_committed librdkafka consumer sees only committed records
-(one real broker process, real clients)."""
+(one real broker process, real clients); ``slog dump-log`` reads both files."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.brokers import BrokerProcess, running_broker
+from slog.cli.schema import SCHEMAS
+from tests.brokers import BrokerProcess, run_cli, running_broker
 from tests.cluster.conftest import wait_until
 from tests.transactions.conftest import TXN_BROKER_CONFIG
 from tests.transactions.test_clients import TIMEOUT_S, _hanging, _producer, _read, _transaction
@@ -38,6 +40,23 @@ def _check(broker: BrokerProcess, stable: int, committed: list[str], everything:
                "the last stable offset stays at the open transaction")
     assert _read(bootstrap, TOPIC, "read_committed", len(committed)) == committed
     assert _read(bootstrap, TOPIC, "read_uncommitted", len(everything)) == everything
+
+
+def _dump_txn_state(data_dir: Path, stable: int) -> None:
+    """``slog dump-log`` shows the .txnindex entries and the newest snapshot."""
+    files = [str(_files(data_dir, ".txnindex")[0]), str(_files(data_dir, ".snapshot")[-1])]
+    result = run_cli("dump-log", *files, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    txnindex, snapshot = json.loads(result.stdout)
+    for report in (txnindex, snapshot):
+        assert SCHEMAS["dump-log"].check(report) == []
+    assert txnindex["type"] == "txnindex" and txnindex["entries"]
+    aborted = txnindex["entries"][0]
+    assert aborted["first_offset"] < aborted["last_offset"] < aborted["last_stable_offset"]
+    assert snapshot["type"] == "snapshot"
+    assert stable in [p["current_txn_first_offset"] for p in snapshot["entries"]]
+    table = run_cli("dump-log", *files)
+    assert "lastStableOffset:" in table.stdout and "currentTxnFirstOffset:" in table.stdout
 
 
 def test_transaction_state_survives_kill_and_clean_restart(tmp_path: Path) -> None:
@@ -71,6 +90,7 @@ def test_transaction_state_survives_kill_and_clean_restart(tmp_path: Path) -> No
         end = max(int(p.stem) for p in _files(data_dir, ".log"))
         snapshots = [int(p.stem) for p in _files(data_dir, ".snapshot")]
         assert max(snapshots) > end
+        _dump_txn_state(data_dir, stable)
         broker.start()
         _check(broker, stable, committed, everything)
         hanging.abort_transaction(TIMEOUT_S)

@@ -67,6 +67,15 @@ def _workload(partition: Partition, rounds: int = 6) -> None:
     _append(partition, _batch(10, sequences[10], b"open"))
 
 
+def _written(directory: Path) -> tuple[object, ...]:
+    """The workload written and the log closed cleanly; the state it left."""
+    partition = _open(directory)
+    _workload(partition)
+    state = _state(partition)
+    partition.log.close()
+    return state
+
+
 def test_a_roll_writes_a_snapshot_and_a_clean_close_one_at_the_log_end(tmp_path: Path) -> None:
     partition = _open(tmp_path / "t-0")
     _workload(partition)
@@ -118,10 +127,7 @@ def test_an_unclean_load_replays_from_the_snapshot_before_the_rescanned_segment(
 
 def test_damaged_and_future_snapshots_are_deleted_and_an_older_one_used(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    partition = _open(directory)
-    _workload(partition)
-    before = _state(partition)
-    partition.log.close()
+    before = _written(directory)
     offsets = PartitionLog.open(directory, CONFIG, clean_shutdown=True).snapshot_offsets
     end = offsets[-1]
     snapshot_path(directory, end).write_bytes(b"\x00\x01garbage")  # a bad CRC
@@ -136,10 +142,7 @@ def test_damaged_and_future_snapshots_are_deleted_and_an_older_one_used(tmp_path
 
 def test_a_damaged_txnindex_is_derived_again(tmp_path: Path) -> None:
     directory = tmp_path / "t-0"
-    partition = _open(directory)
-    _workload(partition)
-    before = _state(partition)
-    partition.log.close()
+    before = _written(directory)
     damaged = sorted(directory.glob("*.txnindex"))[0]
     damaged.write_bytes(damaged.read_bytes()[:-3])  # torn
     reopened = _open(directory, clean_shutdown=True)
