@@ -135,11 +135,28 @@ def _fsync_and_close(fds: list[int], next_offset: int) -> int:
     return next_offset
 
 
-def _write_snapshot(path: Path, data: bytes) -> None:
+def _write_snapshot(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write a producer-state snapshot under its final name in one rename.
+
+    Not ``durable`` (at close): neither file nor rename is fsynced. A snapshot only
+    saves replay, and one the disk did not keep whole fails its CRC and is
+    deleted at load; an fsync pair per partition would slow every clean shutdown.
+    """
     try:
-        write_atomically(path, data)
-    except StorageError as exc:  # the next roll or clean shutdown writes another
-        logger.warning("producer-state snapshot not written: %s", exc)
+        if durable:
+            write_atomically(path, data)
+            return
+        temp = path.with_name(path.name + TEMP_SUFFIX)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except (OSError, StorageError) as exc:  # the next roll or clean shutdown writes another
+        logger.warning("producer-state snapshot %s not written: %s", path, exc)
 
 
 class _DiskErrors:
@@ -1059,7 +1076,8 @@ class PartitionLog:
         if self.producer_state is None or leo == 0 or leo in self._snapshots:
             return
         self._wait_snapshot_writes()
-        _write_snapshot(snapshot_path(self._directory, leo), encode_snapshot(self.producer_state()))
+        _write_snapshot(snapshot_path(self._directory, leo),
+                        encode_snapshot(self.producer_state()), durable=False)
         self._note_snapshot(leo)
 
     def read_txn_indexes(self) -> tuple[list[AbortedTxn], int | None]:
