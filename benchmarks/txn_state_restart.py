@@ -44,6 +44,7 @@ def _fill(bootstrap: str, gigabytes: float, per_batch: int) -> int:
                     break
                 except BufferError:
                     producer.poll(0.05)
+        producer.flush(120)  # every record sent: the partition is in the transaction
         if transaction % 10 == 9:
             producer.abort_transaction(120)
         else:

@@ -81,11 +81,11 @@ class TransactionIndex:
         kept = [e for e in entries if e.last_offset < offset]
         if len(kept) == len(entries):
             return
-        if not kept:
-            self.delete()
-        else:
-            os.truncate(self.path, len(kept) * ENTRY_SIZE)
-            self._unsynced = True
+        # Cut, even to nothing, rather than unlinked: the cut is made durable by the
+        # next fsync of this file (with the segment's), an unlink would need the
+        # directory's, or a power loss could bring the removed entries back.
+        os.truncate(self.path, len(kept) * ENTRY_SIZE)
+        self._unsynced = True
 
     def flush(self) -> None:
         if self._unsynced and self.path.exists():

@@ -1107,6 +1107,13 @@ class PartitionLog:
                     segment.txn_index.truncate_to(offset)
             self.txn_index_stale_from = None
 
+    def sync_txn_indexes(self) -> None:
+        """fsync the .txnindex files a replay cut or wrote: a sealed segment's file is
+        otherwise synced only at close, and the next load trusts it."""
+        with self._lock, self._disk_errors:
+            for segment in self._segments:
+                segment.txn_index.flush()
+
     def append_aborted_txn(self, entry: AbortedTxn) -> None:
         """Index an aborted transaction in the segment holding its ABORT marker."""
         with self._lock, self._disk_errors:

@@ -619,6 +619,7 @@ class Partition:
                     self.producers.update(header, header.base_offset)
                     self._track_transaction(header, header.base_offset, view, at)
                     position = header.next_offset
+        self.log.sync_txn_indexes()
         self.high_watermark = min(self.high_watermark, end)
 
 

@@ -85,7 +85,7 @@ def test_txnindex_file_appends_truncates_and_deletes(tmp_path: Path) -> None:
     index.append(entries[2])  # appends continue after the cut
     assert txnindex.TransactionIndex(index.path).entries() == [entries[0], entries[2]]
     index.truncate_to(0)
-    assert not index.path.exists()
+    assert index.entries() == [] and index.path.stat().st_size == 0
     index.append(entries[0])
     index.delete()
     assert not index.path.exists()
