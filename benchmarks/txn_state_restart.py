@@ -5,7 +5,9 @@ transaction state).
 Fills one partition with committed and aborted transactions through librdkafka,
 then restarts the broker (clean stop, and kill -9) alternately with the code of
 ``--before`` and ``--after`` (each a source tree put on the broker's PYTHONPATH),
-timing start-up until ListOffsets read_committed answers the expected LSO.
+timing start-up until ListOffsets read_committed answers the expected LSO. Then
+the partition's own share: opening its log and building its producer state in a
+fresh process per tree (``--load-only`` repeats just that on existing data).
 
     python -m benchmarks.txn_state_restart --before ../main --after . \\
         --data-dir /tmp/restart-data --port 19001 --gigabytes 1
@@ -17,6 +19,8 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -52,13 +56,20 @@ def _fill(bootstrap: str, gigabytes: float, per_batch: int) -> int:
     return records
 
 
-def _stable_offset(bootstrap: str) -> int:
+def _stable_offset(bootstrap: str, isolation: str = "read_committed") -> int:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "restart",
-                         "isolation.level": "read_committed"})
+                         "isolation.level": isolation})
     try:
         return int(consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), 5)[1])
     finally:
         consumer.close()
+
+
+def _settled(bootstrap: str) -> int:
+    """The LSO once the last COMMIT marker is in (EndTxn is answered before it lands)."""
+    while (stable := _stable_offset(bootstrap)) != _stable_offset(bootstrap, "read_uncommitted"):
+        time.sleep(0.1)
+    return stable
 
 
 def _restart(broker: BrokerProcess, tree: Path, kill: bool, expected: int) -> float:
@@ -81,6 +92,72 @@ def _restart(broker: BrokerProcess, tree: Path, kill: bool, expected: int) -> fl
         time.sleep(0.05)
 
 
+_LOAD = """
+import sys, time
+from pathlib import Path
+from slog.core.log import PartitionLog
+from slog.core.log_config import LogConfig
+from slog.replication.partition import Partition
+directory, clean, end = Path(sys.argv[1]), sys.argv[2] == "clean", int(sys.argv[3])
+began = time.perf_counter()
+plog = PartitionLog.open(directory, LogConfig(), clean_shutdown=clean, recovery_point=end)
+partition = Partition("restart", 0, plog, 1)
+print(time.perf_counter() - began)
+plog.abandon()
+"""
+
+
+def _load_times(data_dir: Path, trees: dict[str, Path], rounds: int) -> None:
+    """The partition's own share of a restart, without the broker around it: open
+    the log and build its producer state, in a fresh process per tree (clean, and
+    as after a crash with the recovery point at the log end)."""
+    directory = next(data_dir.rglob(f"{TOPIC}-0"))
+    end = max(int(p.stem) for p in directory.glob("*.log"))  # the active segment's base
+    for clean in (True, False):
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                out = subprocess.run([sys.executable, "-c", _LOAD, str(directory),
+                                      "clean" if clean else "crash", str(end)],
+                                     env=env, capture_output=True, text=True, check=True)
+                times[name].append(float(out.stdout.split()[-1]))
+        before, after = (statistics.median(times[n]) for n in trees)
+        print(f"partition load ({'clean' if clean else 'after a crash'}), median of {rounds}: "
+              f"before {before * 1000:.0f} ms, after {after * 1000:.0f} ms, "
+              f"ratio {before / after:.1f}x", flush=True)
+
+
+def _generate(directory: Path, records: int) -> None:
+    """Write ``records`` single-record batches straight into a partition log, the
+    worst case for a replay: transactions of 100 records of 3 producers, every
+    tenth aborted, rolling 64 MB segments (each roll writes a snapshot)."""
+    from slog.core.log import PartitionLog
+    from slog.core.log_config import LogConfig
+    from slog.core.metadata import PartitionState
+    from slog.core.records import BatchBuilder
+    from slog.core.transaction_index import build_marker
+    from slog.replication.partition import Partition
+
+    config = LogConfig(write_caching=True)  # no fsync per append: this is a fill
+    partition = Partition(TOPIC, 0, PartitionLog.open(directory, config), 1)
+    partition.become_leader(PartitionState(TOPIC, 0, (1,), (1,), leader=1, leader_epoch=1,
+                                           partition_epoch=1))
+    sequences = [0, 0, 0]
+    for written in range(records):
+        producer = written % 3
+        builder = BatchBuilder(producer_id=producer, producer_epoch=0,
+                               base_sequence=sequences[producer], is_transactional=True)
+        builder.append(None, RECORD)
+        partition.append_as_leader(builder.build(), required_acks=1, min_insync_replicas=1)
+        sequences[producer] += 1
+        if written % 300 == 299:
+            for pid in range(3):
+                marker = build_marker(pid, 0, written % 3000 != 2999, 0, 0)
+                partition.append_as_leader(marker, required_acks=1, min_insync_replicas=1)
+    partition.log.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", type=Path, required=True)
@@ -90,9 +167,23 @@ def main() -> None:
     parser.add_argument("--gigabytes", type=float, default=1.0)
     parser.add_argument("--per-batch", type=int, default=16, help="records per batch")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--small-batches", type=int, default=0, metavar="N",
+                        help="instead of a broker run: write N single-record batches "
+                             "into a partition directory and time its load")
+    parser.add_argument("--load-only", action="store_true",
+                        help="only time the partition load, on the data of an earlier run")
     args = parser.parse_args()
-    shutil.rmtree(args.data_dir, ignore_errors=True)
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    if args.small_batches:
+        shutil.rmtree(args.data_dir, ignore_errors=True)
+        began = time.monotonic()
+        _generate(args.data_dir / f"{TOPIC}-0", args.small_batches)
+        print(f"wrote {args.small_batches} single-record batches in "
+              f"{time.monotonic() - began:.0f} s", flush=True)
+    if args.load_only or args.small_batches:
+        _load_times(args.data_dir, trees, args.rounds)
+        return
+    shutil.rmtree(args.data_dir, ignore_errors=True)
     os.environ["PYTHONPATH"] = str(trees["after"])
     broker = BrokerProcess(1, args.data_dir, args.port, {"log.preallocate": "false"}).start()
     try:
@@ -100,7 +191,7 @@ def main() -> None:
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
         began = time.monotonic()
         records = _fill(broker.bootstrap, args.gigabytes, args.per_batch)
-        expected = _stable_offset(broker.bootstrap)
+        expected = _settled(broker.bootstrap)
         size = sum(p.stat().st_size for p in args.data_dir.rglob(f"{TOPIC}-0/*.log"))
         print(f"filled {records} records, {size / 1e9:.2f} GB, LSO {expected} "
               f"in {time.monotonic() - began:.0f} s")
@@ -119,6 +210,7 @@ def main() -> None:
                   f"before {before:.2f} s, after {after:.2f} s, ratio {before / after:.1f}x")
     finally:
         broker.stop()
+    _load_times(args.data_dir, trees, args.rounds)
 
 
 if __name__ == "__main__":

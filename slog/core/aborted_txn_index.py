@@ -87,6 +87,18 @@ class TransactionIndex:
         os.truncate(self.path, len(kept) * ENTRY_SIZE)
         self._unsynced = True
 
+    def replace_from(self, offset: int, entries: list[AbortedTxn]) -> None:
+        """Make ``entries`` the entries of markers at or after ``offset`` (a replay
+        derived them); the file is written, and fsynced, only if it differs."""
+        current = self.entries()
+        kept = [e for e in current if e.last_offset < offset]
+        if current == kept + entries:
+            return
+        self.truncate_to(offset)
+        for entry in entries:
+            self.append(entry)
+        self.flush()
+
     def flush(self) -> None:
         if self._unsynced and self.path.exists():
             fd = os.open(self.path, os.O_RDONLY)

@@ -1098,21 +1098,18 @@ class PartitionLog:
                         stale_from = segment.base_offset
             return found, stale_from
 
-    def cut_txn_indexes(self, offset: int) -> None:
-        """Drop the entries of markers at or after ``offset`` (about to be replayed,
-        which writes them again); the indexes are then complete below it."""
+    def replace_txn_entries(self, offset: int, derived: list[AbortedTxn]) -> None:
+        """The aborted transactions whose markers are at or after ``offset`` are
+        ``derived`` (a replay found them): each segment's .txnindex is made to say so,
+        rewritten (and fsynced) only where it differs. The indexes are then complete."""
         with self._lock, self._disk_errors:
-            for segment in self._segments:
+            by_segment: dict[int, list[AbortedTxn]] = {}
+            for entry in derived:
+                by_segment.setdefault(self._segment_index(entry.last_offset), []).append(entry)
+            for i, segment in enumerate(self._segments):
                 if segment.next_offset > offset or segment.is_active:
-                    segment.txn_index.truncate_to(offset)
+                    segment.txn_index.replace_from(offset, by_segment.get(i, []))
             self.txn_index_stale_from = None
-
-    def sync_txn_indexes(self) -> None:
-        """fsync the .txnindex files a replay cut or wrote: a sealed segment's file is
-        otherwise synced only at close, and the next load trusts it."""
-        with self._lock, self._disk_errors:
-            for segment in self._segments:
-                segment.txn_index.flush()
 
     def append_aborted_txn(self, entry: AbortedTxn) -> None:
         """Index an aborted transaction in the segment holding its ABORT marker."""

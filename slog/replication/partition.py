@@ -139,6 +139,7 @@ class Partition:
         # Where the last rebuild of the producer state started replaying batches (the
         # snapshot it loaded, or the log start): tests and the restart figure read it.
         self.replayed_from = 0
+        self._replayed_aborts: list[AbortedTxn] | None = None
         log.producer_state = lambda: snapshot_entries(self.producers, self.transactions)
         self._rebuild_producer_state()
 
@@ -580,7 +581,10 @@ class Partition:
         last stable offset it leaves (as Kafka's entries carry it)."""
         first_unstable = self.transactions.first_unstable_offset()
         stable = entry.last_offset + 1 if first_unstable is None else first_unstable
-        self.log.append_aborted_txn(AbortedTxn(*entry, stable))
+        if self._replayed_aborts is not None:  # a rebuild writes them once it is done
+            self._replayed_aborts.append(AbortedTxn(*entry, stable))
+        else:
+            self.log.append_aborted_txn(AbortedTxn(*entry, stable))
 
     # -- recovery ------------------------------------------------------------------------
     def _rebuild_producer_state(self) -> None:
@@ -589,8 +593,9 @@ class Partition:
         The newest producer-state snapshot gives the state at its offset and the
         segments' .txnindex files the aborted transactions below it; batch headers
         (no record decoding) are replayed from there to the log end only. Segments
-        a load rescanned, or with an unreadable .txnindex, are replayed whole: that
-        rewrites their entries.
+        a load rescanned, or with an unreadable .txnindex, are replayed whole, and
+        the entries the replay derives replace what their .txnindex files say past
+        its start (no write when they agree, as they do but after a crash).
         """
         self.producers.truncate()
         self.transactions.clear()
@@ -600,7 +605,6 @@ class Partition:
         if snapshot is not None:
             restore_snapshot(snapshot[1], self.producers, self.transactions)
             position = max(position, snapshot[0])
-        self.log.cut_txn_indexes(position)
         log_start = self.log.log_start_offset
         self.transactions.aborted = [
             AbortedTransaction(e.producer_id, e.first_offset, e.last_offset) for e in indexed
@@ -610,6 +614,17 @@ class Partition:
         logger.debug("%s-%d: producer state from offset %d (snapshot %s), replaying to %d",
                      self.topic, self.partition, position,
                      None if snapshot is None else snapshot[0], end)
+        derived: list[AbortedTxn] = []
+        self._replayed_aborts = derived
+        try:
+            self._replay(position, end)
+        finally:
+            self._replayed_aborts = None
+        self.log.replace_txn_entries(self.replayed_from, derived)
+        self.high_watermark = min(self.high_watermark, end)
+
+    def _replay(self, position: int, end: int) -> None:
+        """Track the batches in [position, end) from their headers (no record decoding)."""
         while position < end:
             fetched = self.log.read(position, 16 * 1024 * 1024)
             if not fetched.views:
@@ -619,8 +634,6 @@ class Partition:
                     self.producers.update(header, header.base_offset)
                     self._track_transaction(header, header.base_offset, view, at)
                     position = header.next_offset
-        self.log.sync_txn_indexes()
-        self.high_watermark = min(self.high_watermark, end)
 
 
 def iter_headers(view: memoryview) -> list[tuple[int, batch.BatchHeader]]:
