@@ -78,6 +78,7 @@ def _restart(broker: BrokerProcess, tree: Path, kill: bool, expected: int) -> fl
     else:
         broker.stop()
     os.environ["PYTHONPATH"] = str(tree)
+    os.chdir(tree)  # `python -m` puts the working directory first on sys.path
     began = time.monotonic()
     broker.info = None
     from slog.broker.daemon import start_daemon
@@ -118,8 +119,9 @@ def _load_times(data_dir: Path, trees: dict[str, Path], rounds: int) -> None:
         for _ in range(rounds):
             for name, tree in trees.items():
                 env = {**os.environ, "PYTHONPATH": str(tree)}
+                # cwd: sys.path starts with it, and must not bring the other tree in
                 out = subprocess.run([sys.executable, "-c", _LOAD, str(directory),
-                                      "clean" if clean else "crash", str(end)],
+                                      "clean" if clean else "crash", str(end)], cwd=tree,
                                      env=env, capture_output=True, text=True, check=True)
                 times[name].append(float(out.stdout.split()[-1]))
         before, after = (statistics.median(times[n]) for n in trees)
@@ -168,19 +170,13 @@ def main() -> None:
     parser.add_argument("--per-batch", type=int, default=16, help="records per batch")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--small-batches", type=int, default=0, metavar="N",
-                        help="instead of a broker run: write N single-record batches "
-                             "into a partition directory and time its load")
+                        help="fill the partition with N single-record batches written "
+                             "straight into its log (while the broker is down)")
     parser.add_argument("--load-only", action="store_true",
                         help="only time the partition load, on the data of an earlier run")
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    if args.small_batches:
-        shutil.rmtree(args.data_dir, ignore_errors=True)
-        began = time.monotonic()
-        _generate(args.data_dir / f"{TOPIC}-0", args.small_batches)
-        print(f"wrote {args.small_batches} single-record batches in "
-              f"{time.monotonic() - began:.0f} s", flush=True)
-    if args.load_only or args.small_batches:
+    if args.load_only:
         _load_times(args.data_dir, trees, args.rounds)
         return
     shutil.rmtree(args.data_dir, ignore_errors=True)
@@ -190,7 +186,17 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
         began = time.monotonic()
-        records = _fill(broker.bootstrap, args.gigabytes, args.per_batch)
+        if args.small_batches:  # the broker's log of the topic is replaced while it is down
+            broker.stop()
+            directory = next(args.data_dir.rglob(f"{TOPIC}-0"))
+            for path in directory.iterdir():
+                if path.name != "partition.metadata":
+                    path.unlink()
+            _generate(directory, args.small_batches)
+            broker.start()
+            records = args.small_batches
+        else:
+            records = _fill(broker.bootstrap, args.gigabytes, args.per_batch)
         expected = _settled(broker.bootstrap)
         size = sum(p.stat().st_size for p in args.data_dir.rglob(f"{TOPIC}-0/*.log"))
         print(f"filled {records} records, {size / 1e9:.2f} GB, LSO {expected} "
