@@ -137,7 +137,7 @@ class Partition:
         self._sync = LogSyncer(log, self._durable_moved)
         self._leader_hw = 0  # a follower's HW as the leader last told it
         # Where the last rebuild of the producer state started replaying batches (the
-        # snapshot it loaded, or the log start): tests and the restart figure read it.
+        # snapshot it loaded, or the log start), for tests.
         self.replayed_from = 0
         self._replayed_aborts: list[AbortedTxn] | None = None
         log.producer_state = lambda: snapshot_entries(self.producers, self.transactions)
