@@ -18,7 +18,9 @@ from slog.cli.output import OutputFormat, OutputOption, emit
 if TYPE_CHECKING:
     from slog.cli.segment_scan import IndexMismatch, LogScan, ScannedBatch
 
-SUFFIXES = (".log", ".index", ".timeindex")
+SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
+# Transaction state: a segment's aborted transactions, and producer-state snapshots.
+TXN_STATE_SUFFIXES = (".txnindex", ".snapshot")
 
 
 def show_bytes(data: bytes | None) -> str | None:
@@ -42,8 +44,8 @@ class _Problem(Exception):
 
 def _read(path: Path) -> bytes:
     if path.suffix not in SUFFIXES:
-        raise _Problem(f"{path}: not a segment file (expected .log, .index or .timeindex)",
-                       EXIT_USAGE)
+        raise _Problem(f"{path}: not a segment file (expected .log, .index, .timeindex, "
+                       ".txnindex or .snapshot)", EXIT_USAGE)
     try:
         return path.read_bytes()
     except FileNotFoundError:
@@ -171,6 +173,22 @@ def dump_index_file(path: Path, data: bytes, verify_index: bool) -> dict[str, An
     return report
 
 
+def dump_txn_state_file(path: Path, data: bytes) -> dict[str, Any]:
+    """A .txnindex (aborted transactions) or .snapshot (producer state) file."""
+    from slog.core.aborted_txn_index import CorruptTxnIndexError, decode_entries
+    from slog.core.producer_snapshot import CorruptSnapshotError, decode_snapshot
+
+    rows: list[dict[str, Any]] = []
+    error = None
+    try:
+        entries = decode_entries(data) if path.suffix == ".txnindex" else decode_snapshot(data)
+        rows = [entry._asdict() for entry in entries]
+    except (CorruptTxnIndexError, CorruptSnapshotError) as exc:
+        error = str(exc)
+    return {"file": str(path), "type": path.suffix[1:], "base_offset": _base_offset(path),
+            "entries": rows, "error": error}
+
+
 def report_exit_code(report: dict[str, Any]) -> int:
     if report.get("error") or report.get("invalid_batches"):
         return EXIT_FAILURE
@@ -247,6 +265,23 @@ def _print_index(report: dict[str, Any]) -> None:
         _print_mismatches(report["mismatches"])
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.capitalize() for word in rest)
+
+
+def _print_txn_state(report: dict[str, Any]) -> None:
+    typer.echo(f"Dumping {report['file']}")
+    if report["type"] == "snapshot" and report["base_offset"] is not None:
+        typer.echo(f"Producer state as of offset: {report['base_offset']}")
+    for e in report["entries"]:
+        typer.echo(" ".join(f"{_camel(k)}: {v}" for k, v in e.items()))
+
+
+_PRINTERS = {"log": _print_log, "index": _print_index, "timeindex": _print_index,
+             "txnindex": _print_txn_state, "snapshot": _print_txn_state}
+
+
 def _complain(report: dict[str, Any]) -> None:
     if report.get("error"):
         print(f"error: {report['file']}: {report['error']}", file=sys.stderr)
@@ -259,7 +294,8 @@ def _complain(report: dict[str, Any]) -> None:
 
 def dump_log(
     files: Annotated[list[Path], typer.Argument(
-        help="Segment files: NNN.log, NNN.index or NNN.timeindex.", show_default=False)],
+        help="Segment files: NNN.log, NNN.index, NNN.timeindex, NNN.txnindex, or "
+             "producer-state snapshots NNN.snapshot.", show_default=False)],
     deep: Annotated[bool, typer.Option(
         "--deep", help="Also print every record: offset, timestamp, key, value, headers.")
     ] = False,
@@ -277,6 +313,7 @@ def dump_log(
       slog dump-log brokers/1/logs/orders-0/00000000000000000000.log
       slog dump-log 00000000000000000000.log --deep --verify-index
       slog dump-log 00000000000000000000.index -o json
+      slog dump-log 00000000000000000000.txnindex 00000000000000001024.snapshot
     """
     reports: list[dict[str, Any]] = []
     code = EXIT_OK
@@ -289,11 +326,13 @@ def dump_log(
             continue
         if path.suffix == ".log":
             report = dump_log_file(path, data, deep, verify_index)
+        elif path.suffix in TXN_STATE_SUFFIXES:
+            report = dump_txn_state_file(path, data)
         else:
             report = dump_index_file(path, data, verify_index)
         reports.append(report)
         if output is OutputFormat.table:
-            (_print_log if report["type"] == "log" else _print_index)(report)
+            _PRINTERS[report["type"]](report)
         _complain(report)
         code = max(code, report_exit_code(report))
     if output is not OutputFormat.table:

@@ -67,12 +67,16 @@ BENCH_FIELDS = {
        for n in ("min", "avg", "p50", "p95", "p99", "p999", "max")},
 }
 DUMP_LOG_FIELDS = {
-    "file": "path", "type": "log, index or timeindex", "base_offset": "from the name, or null",
+    "file": "path", "type": "log, index, timeindex, txnindex or snapshot",
+    "base_offset": "from the name, or null",
     "size": "file bytes", "valid_bytes": "bytes of readable batches",
     "zero_padding_bytes": "preallocated zeros after them", "batches": "list of batches",
     "invalid_batches": "batches failing their CRC", "error": _ERROR,
     "index_check": "--verify-index: {index, timeindex}: {file, entries, mismatches, missing}",
-    "entries": "index files: list of {offset, position} or {timestamp, offset}",
+    "entries": "index files: list of {offset, position} or {timestamp, offset}; txnindex: "
+               "{producer_id, first_offset, last_offset, last_stable_offset}; snapshot: "
+               "{producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp, "
+               "coordinator_epoch, current_txn_first_offset}",
     "mismatches": "index files with --verify-index: list of {entry, indexed, found}",
 }
 DUMP_BATCH_FIELDS = {
@@ -242,12 +246,15 @@ _BENCH_OPTIONAL = frozenset({"record_size", "acks", "compression", "throughput"}
 for _mode in ("produce", "consume", "e2e"):
     SCHEMAS[f"bench {_mode}"] = Shape("list", _BENCH, optional=_BENCH_OPTIONAL)
 SCHEMAS["dump-log"] = Shape(
-    "list", {"file": "file dumped", "type": "log, index or timeindex",
+    "list", {"file": "file dumped",
+             "type": "log, index, timeindex, txnindex or snapshot",
              "base_offset": "from the file name, or null", "size": "log: bytes",
              "valid_bytes": "log: bytes of whole valid batches",
              "zero_padding_bytes": "log: preallocated zero bytes at the end",
              "batches": "log: list of batches", "invalid_batches": "log: count",
-             "entries": "index: list of entries", "index_check": "log --verify-index",
+             "entries": "index, txnindex (aborted transactions), snapshot (producers): "
+                        "list of entries",
+             "index_check": "log --verify-index",
              "mismatches": "index --verify-index", "error": _ERROR},
     optional=frozenset({"size", "valid_bytes", "zero_padding_bytes", "batches",
                         "invalid_batches", "entries", "index_check", "mismatches"}),

@@ -25,6 +25,11 @@ from typing import NamedTuple
 
 import crc32c
 
+from slog.core.aborted_txn_index import (
+    TXN_INDEX_SUFFIX,
+    AbortedTxn,
+    CorruptTxnIndexError,
+)
 from slog.core.batch import (
     TIMESTAMP_TYPE_BIT,
     BatchHeader,
@@ -32,7 +37,7 @@ from slog.core.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from slog.core.checkpoint import TEMP_SUFFIX, fsync_dir
+from slog.core.checkpoint import TEMP_SUFFIX, fsync_dir, write_atomically
 from slog.core.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
@@ -42,6 +47,14 @@ from slog.core.errors import (
 from slog.core.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from slog.core.log_config import LogConfig
 from slog.core.names import make_private_dir
+from slog.core.producer_snapshot import (
+    CorruptSnapshotError,
+    SnapshotEntry,
+    decode_snapshot,
+    encode_snapshot,
+    parse_snapshot_offset,
+    snapshot_path,
+)
 from slog.core.segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -120,6 +133,30 @@ def _fsync_and_close(fds: list[int], next_offset: int) -> int:
         for fd in fds:
             os.close(fd)
     return next_offset
+
+
+def _write_snapshot(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write a producer-state snapshot under its final name in one rename.
+
+    Not ``durable`` (at close): neither file nor rename is fsynced. A snapshot only
+    saves replay, and one the disk did not keep whole fails its CRC and is
+    deleted at load; an fsync pair per partition would slow every clean shutdown.
+    """
+    try:
+        if durable:
+            write_atomically(path, data)
+            return
+        temp = path.with_name(path.name + TEMP_SUFFIX)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except (OSError, StorageError) as exc:  # the next roll or clean shutdown writes another
+        logger.warning("producer-state snapshot %s not written: %s", path, exc)
 
 
 class _DiskErrors:
@@ -207,6 +244,17 @@ class PartitionLog:
         self._epoch_cache = LeaderEpochCache(
             directory / LEADER_EPOCH_CHECKPOINT, log_end_offset=lambda: self.log_end_offset
         )
+        # Producer-state snapshots (slog.core.producer_snapshot): the offsets of the
+        # files in the directory, and the writes handed to the segment syncer.
+        self._snapshots: list[int] = []
+        self._snapshot_writes: dict[int, concurrent.futures.Future[None]] = {}
+        # Asked for the producer state (as of the log end) at every roll and at
+        # close; set by the replica that owns the producer state.
+        self.producer_state: Callable[[], list[SnapshotEntry]] | None = None
+        # Set by a load: the segments from this offset on were rescanned, or their
+        # .txnindex is unreadable, so their aborted-transaction entries must be
+        # derived again from the batches (None: every .txnindex is complete).
+        self.txn_index_stale_from: int | None = None
 
     # ================================================================= opening
 
@@ -281,6 +329,7 @@ class PartitionLog:
             first_recovered = segments[0].base_offset
         if first_recovered is not None:
             self._rebuild_epochs_from(first_recovered)
+        self.txn_index_stale_from = first_recovered
         self._epoch_cache.truncate_from_end(leo)
         self._epoch_cache.truncate_from_start(self._log_start_offset)
         # Clean: flushed at close. Unclean: recovery validated and fsynced the rest.
@@ -311,8 +360,11 @@ class PartitionLog:
         stems = {segment_file_stem(b) for b in bases}
         for name in names:  # an index without its log is from a half-deleted segment
             stem, _, suffix = name.partition(".")
-            if "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem not in stems:
+            if "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and \
+                    stem not in stems:
                 (self._directory / name).unlink(missing_ok=True)
+        self._snapshots = sorted(
+            offset for name in names if (offset := parse_snapshot_offset(name)) is not None)
         now_ms = self._now_ms()
         return [
             LogSegment.open(self._directory, b, self._config, now_ms=now_ms) for b in sorted(bases)
@@ -553,6 +605,15 @@ class PartitionLog:
         if fds is not None:
             self._pending_syncs.append(
                 _SEGMENT_SYNCER.submit(_fsync_and_close, fds, active.next_offset))
+        if self.producer_state is not None:
+            # Encoded now (the state is as of new_base: the append that rolls is not
+            # tracked yet), written behind the sealed segment's fsync, off this thread.
+            data = encode_snapshot(self.producer_state())
+            self._snapshot_writes = {o: f for o, f in self._snapshot_writes.items()
+                                     if not f.done()}
+            self._snapshot_writes[new_base] = _SEGMENT_SYNCER.submit(
+                _write_snapshot, snapshot_path(self._directory, new_base), data)
+            self._note_snapshot(new_base)
         logger.debug("%s: rolled segment %d", self._directory.name, new_base)
 
     def _assign_epochs(self, batches: list[tuple[int, BatchHeader]]) -> None:
@@ -763,6 +824,7 @@ class PartitionLog:
             segment.activate()
             segment.truncate_to(offset, now_ms=self._now_ms())
             leo = self.log_end_offset
+            self._delete_snapshots(lambda o: o > leo, durably=True)
             self._epoch_cache.truncate_from_end(leo)
             self._log_start_offset = min(self._log_start_offset, leo)
             self._recovery_point = min(self._recovery_point, leo)
@@ -782,6 +844,7 @@ class PartitionLog:
     def _truncate_fully(self, offset: int) -> None:
         self._settle_syncs(wait=True)
         self._delete_tail_segments(0)
+        self._delete_snapshots(lambda _o: True, durably=True)
         segment = LogSegment.create(self._directory, offset, self._config, now_ms=self._now_ms())
         self._segments, self._bases = [segment], [offset]
         self._log_start_offset = offset
@@ -852,6 +915,7 @@ class PartitionLog:
             self._epoch_cache.truncate_from_start(offset, flush=False)
             self._epoch_cache_dirty = True
             self._delete_below_log_start(None)
+            self._delete_old_snapshots()
         if checkpoint:
             self.checkpoint_log_start()
         return True
@@ -892,6 +956,7 @@ class PartitionLog:
             segment.delete()
         self._log_start_offset = max(self._log_start_offset, self._bases[0])
         self._epoch_cache.truncate_from_start(self._log_start_offset)
+        self._delete_old_snapshots()
         return len(victims)
 
     # ================================================================= compaction
@@ -916,11 +981,14 @@ class PartitionLog:
             if cleaned is None:
                 if index == 0:
                     raise ValueError("the first segment cannot be dropped, only emptied")
+                # No .txnindex is lost: the cleaner keeps every ABORT marker, so a
+                # segment with entries never ends up empty.
                 old.delete()
                 del self._segments[index]
                 del self._bases[index]
                 return True
             old.close()
+            # The .txnindex stays: its entries name offsets, which cleaning keeps.
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 old.log_path.with_suffix(suffix).unlink(missing_ok=True)
             os.replace(cleaned, old.log_path)
@@ -935,6 +1003,120 @@ class PartitionLog:
             self._segments[index] = segment
             return True
 
+    # ================================================================= producer state
+
+    def latest_producer_snapshot(
+        self, limit: int | None = None
+    ) -> tuple[int, list[SnapshotEntry]] | None:
+        """The newest readable producer-state snapshot at or below the log end (and
+        ``limit``): (its offset, its entries). One past the log end is deleted (the log
+        lost what it described), so is one that does not read back."""
+        with self._lock, self._disk_errors:
+            self._wait_snapshot_writes()
+            leo = self.log_end_offset
+            if self._delete_snapshots(lambda o: o > leo, durably=True):
+                logger.warning("%s: deleted producer-state snapshots past the log end %d",
+                               self._directory.name, leo)
+            for offset in reversed(list(self._snapshots)):
+                if limit is not None and offset > limit:
+                    continue
+                path = snapshot_path(self._directory, offset)
+                try:
+                    return offset, decode_snapshot(path.read_bytes())
+                except (OSError, CorruptSnapshotError) as exc:
+                    logger.warning("%s: deleting unreadable producer-state snapshot %s: %s",
+                                   self._directory.name, path.name, exc)
+                    path.unlink(missing_ok=True)
+                    self._snapshots.remove(offset)
+            return None
+
+    @property
+    def snapshot_offsets(self) -> list[int]:
+        with self._lock:
+            return list(self._snapshots)
+
+    def _note_snapshot(self, offset: int) -> None:
+        if offset not in self._snapshots:
+            bisect.insort(self._snapshots, offset)
+
+    def _wait_snapshot_writes(self) -> None:
+        """Let queued snapshot writes land first: one landing after its file was
+        deleted would bring back a snapshot of records that are gone."""
+        writes, self._snapshot_writes = self._snapshot_writes, {}
+        for write in writes.values():
+            write.result()
+
+    def _delete_snapshots(self, doomed: Callable[[int], bool], *, durably: bool) -> bool:
+        """Delete the snapshots whose offset is ``doomed``; True if any was.
+
+        ``durably`` (truncation): the directory is fsynced, or a crash could bring
+        back a deleted snapshot whose offset the log has meanwhile refilled. Else
+        (retention) a snapshot still being written is left for a later pass."""
+        if durably:
+            self._wait_snapshot_writes()
+        writing = {o for o, f in self._snapshot_writes.items() if not f.done()}
+        victims = [o for o in self._snapshots if doomed(o) and o not in writing]
+        for offset in victims:
+            snapshot_path(self._directory, offset).unlink(missing_ok=True)
+            self._snapshots.remove(offset)
+        if victims and durably:
+            fsync_dir(self._directory)
+        return bool(victims)
+
+    def _delete_old_snapshots(self) -> None:
+        """Below the log start only the newest snapshot is of use (a load starts from it)."""
+        start = self._log_start_offset
+        keep = max((o for o in self._snapshots if o <= start), default=None)
+        if keep is not None:
+            self._delete_snapshots(lambda o: o < keep, durably=False)
+
+    def _snapshot_at_close(self) -> None:
+        """Kafka's snapshot at clean shutdown: the next load replays nothing."""
+        leo = self.log_end_offset
+        if self.producer_state is None or leo == 0 or leo in self._snapshots:
+            return
+        self._wait_snapshot_writes()
+        _write_snapshot(snapshot_path(self._directory, leo),
+                        encode_snapshot(self.producer_state()), durable=False)
+        self._note_snapshot(leo)
+
+    def read_txn_indexes(self) -> tuple[list[AbortedTxn], int | None]:
+        """Every segment's ``.txnindex`` entries, in marker order, and the offset from
+        which they cannot be trusted (``txn_index_stale_from``, or the first segment
+        whose file does not read back: that file is deleted)."""
+        with self._lock, self._disk_errors:
+            stale_from = self.txn_index_stale_from
+            found: list[AbortedTxn] = []
+            for segment in self._segments:
+                try:
+                    found.extend(segment.txn_index.entries())
+                except CorruptTxnIndexError as exc:
+                    logger.warning("%s: %s: %s; deriving it again", self._directory.name,
+                                   segment.txn_index.path.name, exc)
+                    segment.txn_index.delete()
+                    if stale_from is None or segment.base_offset < stale_from:
+                        stale_from = segment.base_offset
+            return found, stale_from
+
+    def replace_txn_entries(self, offset: int, derived: list[AbortedTxn]) -> None:
+        """The aborted transactions whose markers are at or after ``offset`` are
+        ``derived`` (a replay found them): each segment's .txnindex is made to say so,
+        rewritten (and fsynced) only where it differs. The indexes are then complete."""
+        with self._lock, self._disk_errors:
+            by_segment: dict[int, list[AbortedTxn]] = {}
+            for entry in derived:
+                by_segment.setdefault(self._segment_index(entry.last_offset), []).append(entry)
+            for i, segment in enumerate(self._segments):
+                if segment.next_offset > offset or segment.is_active:
+                    segment.txn_index.replace_from(offset, by_segment.get(i, []))
+            self.txn_index_stale_from = None
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its ABORT marker."""
+        with self._lock, self._disk_errors:
+            self._check_open()
+            self._segments[self._segment_index(entry.last_offset)].txn_index.append(entry)
+
     # ================================================================= lifecycle
 
     def close(self) -> None:
@@ -946,6 +1128,7 @@ class PartitionLog:
             # idle partitions would otherwise cost an fsync each.
             if self.log_end_offset or self._segments[-1].size:
                 self._flush(self._now_ms())
+            self._snapshot_at_close()
             for segment in self._segments:
                 segment.close()
             self._closed = True
@@ -963,6 +1146,7 @@ class PartitionLog:
     def delete(self) -> None:
         """Remove the log directory; readers holding views keep their bytes."""
         with self._lock, self._disk_errors:
+            self._wait_snapshot_writes()
             for segment in self._segments:
                 segment.delete()
             self._segments, self._bases = [], []

@@ -16,7 +16,7 @@ from slog.core.batch import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 # Kafka keeps the metadata of the last five batches per producer, which is
 # why max.in.flight.requests.per.connection may be at most 5 with idempotence.
 BATCHES_REMEMBERED = 5
-_SEQ_MODULUS = 1 << 31
+SEQUENCE_MODULUS = 1 << 31
 
 
 class SequenceCheck(Enum):
@@ -72,7 +72,7 @@ class ProducerStateManager:
         for meta in entry.batches:
             if meta.first_seq == header.base_sequence and meta.last_seq == header.last_sequence:
                 return SequenceCheck.DUPLICATE, meta
-        expected = (entry.last_seq + 1) % _SEQ_MODULUS
+        expected = (entry.last_seq + 1) % SEQUENCE_MODULUS
         if entry.last_seq != NO_SEQUENCE and header.base_sequence != expected:
             return SequenceCheck.OUT_OF_ORDER, None
         return SequenceCheck.NEW, None
@@ -100,6 +100,13 @@ class ProducerStateManager:
     def entries(self) -> list[tuple[int, ProducerEntry]]:
         """(producer id, entry) of every producer this partition knows (DescribeProducers)."""
         return sorted(self._producers.items())
+
+    def restore(self, producer_id: int, epoch: int, last: BatchMetadata | None) -> None:
+        """A producer as a snapshot left it: its epoch and last batch (if any)."""
+        entry = ProducerEntry(epoch=epoch)
+        if last is not None:
+            entry.batches.append(last)
+        self._producers[producer_id] = entry
 
     def truncate(self) -> None:
         """Forget everything; the caller replays the log's surviving batches."""

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from slog.core.aborted_txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from slog.core.batch import (
     HEADER_SIZE,
     MAGIC,
@@ -52,7 +53,7 @@ from slog.core.records import BytesLike, decode_records
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 _GROWTH_STEP = 1024 * 1024  # allocation step when segments are not preallocated
 _ZEROS = bytes(1024 * 1024)
@@ -124,6 +125,8 @@ class LogSegment:
             stem.with_suffix(TIME_INDEX_SUFFIX), base_offset, config.segment_index_bytes
         )
         self._indexes_missing = not index_existed
+        # Aborted transactions whose markers are in this segment (kept by the cleaner).
+        self.txn_index = TransactionIndex(stem.with_suffix(TXN_INDEX_SUFFIX))
 
     # ------------------------------------------------------------ lifecycle
 
@@ -191,12 +194,16 @@ class LogSegment:
         if sync and settled:
             self.offset_index.flush()
             self.time_index.flush()
+            self.txn_index.flush()
         elif sync:
             self.flush()
         else:
             self.offset_index.flush()
             self.time_index.flush()
             deferred = [os.dup(self._fd), *(os.open(path, os.O_RDONLY) for path in cut)]
+            txn_fd = self.txn_index.sync_fd()
+            if txn_fd is not None:
+                deferred.append(txn_fd)
         os.close(self._fd)
         self._fd = None
         return deferred
@@ -220,8 +227,10 @@ class LogSegment:
 
     def close(self) -> None:
         self.seal()
+        self.txn_index.flush()  # an abort appended to a sealed segment (a replay)
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self._release()
 
     def abandon(self) -> None:
@@ -233,18 +242,21 @@ class LogSegment:
         self._release()
         self.offset_index.abandon()
         self.time_index.abandon()
+        self.txn_index.close()
 
     def delete(self) -> None:
         """Remove the files. Live views keep reading their (unlinked) pages."""
         self.abandon()
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
     def flush(self) -> None:
         """fsync the log (written with pwritev) and msync the index maps."""
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
         if self._fd is not None:
             os.fsync(self._fd)
             self._synced_size = self._size
@@ -531,6 +543,7 @@ class LogSegment:
         dropped = self._size - position
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self._zero_fill(position, self._size)
         self._size = position
         if not self.load():
@@ -610,6 +623,7 @@ class LogSegment:
         garbage = _nonzero_end(self._map, position, window_end) - position
         self._size = position
         self._rolling_ts = None
+        self.txn_index.truncate_to(self._next_offset)  # markers past the valid end are gone
         if file_length > position:
             self._remap(position)
             os.ftruncate(self._fd, position)

@@ -25,18 +25,23 @@ the controller has not fenced; a DeleteRecords answer waits for it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from slog.core import batch
+from slog.core.aborted_txn_index import AbortedTxn
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
+from slog.core.producer_snapshot import restore_snapshot, snapshot_entries
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
-from slog.core.transaction_index import PartitionTransactions, read_marker
+from slog.core.transaction_index import AbortedTransaction, PartitionTransactions, read_marker
 from slog.replication.log_sync import LogSyncer
+
+logger = logging.getLogger(__name__)
 
 
 class ReplicaError(KafkaApiError):
@@ -131,6 +136,11 @@ class Partition:
         self.key = (topic, partition)
         self._sync = LogSyncer(log, self._durable_moved)
         self._leader_hw = 0  # a follower's HW as the leader last told it
+        # Where the last rebuild of the producer state started replaying batches (the
+        # snapshot it loaded, or the log start), for tests.
+        self.replayed_from = 0
+        self._replayed_aborts: list[AbortedTxn] | None = None
+        log.producer_state = lambda: snapshot_entries(self.producers, self.transactions)
         self._rebuild_producer_state()
 
     # -- fetch watchers ------------------------------------------------------------------
@@ -559,18 +569,62 @@ class Partition:
                            buf: bytes | memoryview, position: int) -> None:
         if header.is_transactional:
             marker = read_marker(buf, position) if header.is_control else None
+            aborted = len(self.transactions.aborted)
             self.transactions.track(header, base_offset, marker)
-            if marker is not None and not marker.committed:
+            if len(self.transactions.aborted) > aborted:
+                self._index_abort(self.transactions.aborted[-1])
                 # retention or DeleteRecords may have passed old aborted transactions
                 self.transactions.forget_below(self.log.log_start_offset)
 
+    def _index_abort(self, entry: AbortedTransaction) -> None:
+        """Write the aborted transaction to its marker's segment's .txnindex, with the
+        last stable offset it leaves (as Kafka's entries carry it)."""
+        first_unstable = self.transactions.first_unstable_offset()
+        stable = entry.last_offset + 1 if first_unstable is None else first_unstable
+        if self._replayed_aborts is not None:  # a rebuild writes them once it is done
+            self._replayed_aborts.append(AbortedTxn(*entry, stable))
+        else:
+            self.log.append_aborted_txn(AbortedTxn(*entry, stable))
+
     # -- recovery ------------------------------------------------------------------------
     def _rebuild_producer_state(self) -> None:
-        """Replay batch headers (no record decoding) to restore idempotence state."""
+        """Restore idempotence and transaction state (at load, truncation, restart_at).
+
+        The newest producer-state snapshot gives the state at its offset and the
+        segments' .txnindex files the aborted transactions below it; batch headers
+        (no record decoding) are replayed from there to the log end only. Segments
+        a load rescanned, or with an unreadable .txnindex, are replayed whole, and
+        the entries the replay derives replace what their .txnindex files say past
+        its start (no write when they agree, as they do but after a crash).
+        """
         self.producers.truncate()
         self.transactions.clear()
+        indexed, stale_from = self.log.read_txn_indexes()
+        snapshot = self.log.latest_producer_snapshot(limit=stale_from)
         position = self.log.log_start_offset
+        if snapshot is not None:
+            restore_snapshot(snapshot[1], self.producers, self.transactions)
+            position = max(position, snapshot[0])
+        log_start = self.log.log_start_offset
+        self.transactions.aborted = [
+            AbortedTransaction(e.producer_id, e.first_offset, e.last_offset) for e in indexed
+            if log_start <= e.last_offset < position]
+        self.replayed_from = position
         end = self.log.log_end_offset
+        logger.debug("%s-%d: producer state from offset %d (snapshot %s), replaying to %d",
+                     self.topic, self.partition, position,
+                     None if snapshot is None else snapshot[0], end)
+        derived: list[AbortedTxn] = []
+        self._replayed_aborts = derived
+        try:
+            self._replay(position, end)
+        finally:
+            self._replayed_aborts = None
+        self.log.replace_txn_entries(self.replayed_from, derived)
+        self.high_watermark = min(self.high_watermark, end)
+
+    def _replay(self, position: int, end: int) -> None:
+        """Track the batches in [position, end) from their headers (no record decoding)."""
         while position < end:
             fetched = self.log.read(position, 16 * 1024 * 1024)
             if not fetched.views:
@@ -580,7 +634,6 @@ class Partition:
                     self.producers.update(header, header.base_offset)
                     self._track_transaction(header, header.base_offset, view, at)
                     position = header.next_offset
-        self.high_watermark = min(self.high_watermark, end)
 
 
 def iter_headers(view: memoryview) -> list[tuple[int, batch.BatchHeader]]:
