@@ -36,7 +36,6 @@ from slog.core.names import (
     parse_partition_dir_name,
     partition_dir_name,
 )
-from slog.core.syncfs import fsync_dirs
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -185,9 +184,8 @@ class LogManager:
         """Create many new, empty logs at once; returns those it created.
 
         Meant for a worker thread: a topic of thousands of partitions costs one
-        syncfs (:mod:`slog.core.syncfs`; a few logs: one fsync per new log
-        directory, for its files' names, plus one of ``logs_dir``), not several
-        fsyncs per file. Logs already open,
+        fsync per new log directory (its files' names) plus one of ``logs_dir``
+        (the directories' names), not several fsyncs per file. Logs already open,
         or whose directory exists on disk (a crash mid-creation), are left out:
         :meth:`get_or_create` opens and recovers those the ordinary way.
         """
@@ -206,8 +204,10 @@ class LogManager:
                 created[key] = log
                 if spec.prepare is not None:
                     spec.prepare(path)
+            for log in created.values():
+                fsync_dir(log.directory)
             if created:
-                fsync_dirs(self.logs_dir, [log.directory for log in created.values()])
+                fsync_dir(self.logs_dir)
         except (OSError, StorageError) as exc:
             for log in created.values():
                 log.close()
