@@ -112,6 +112,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -423,7 +424,33 @@ class SlogPeer:
             if ready:
                 break
             time.sleep(0.05)
+        self._wait_until_served(admin, names, deadline)
         wait_until_idle(self.pid, deadline)
+
+    @staticmethod
+    def _wait_until_served(admin: Any, names: dict[str, int], deadline: Deadline) -> None:
+        """Until the broker answers ListOffsets for every partition. Metadata names
+        the leader as soon as the controller chose it, but the broker creates a
+        thousand partitions' logs on a worker thread for seconds after that (and
+        looks idle while it waits on the disk): a producer started then gets
+        NOT_LEADER_OR_FOLLOWER answers and metadata refreshes, which would be
+        timed as produce throughput."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        wanted = {TopicPartition(name, p): OffsetSpec.latest()
+                  for name, parts in names.items() for p in range(parts)}
+        while True:
+            futures = admin.list_offsets(wanted, request_timeout=deadline.left())
+            failed = 0
+            for future in futures.values():
+                try:
+                    future.result(timeout=deadline.left())
+                except Exception:  # not served yet (UNKNOWN_TOPIC_OR_PART, NOT_LEADER)
+                    failed += 1
+            if not failed:
+                return
+            time.sleep(0.2)
 
     def stored(self, topic: str, partitions: int, deadline: Deadline) -> int:
         from confluent_kafka import Consumer, TopicPartition

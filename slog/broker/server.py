@@ -66,7 +66,8 @@ log = logging.getLogger("slog.broker.server")
 _SIZE = struct.Struct(">i")
 RECV_BUFFER = 64 * 1024  # small frames are parsed out of this; larger ones get their own
 MAX_SPARE_BUFFER = 2 * 1024 * 1024  # a connection keeps its last large frame buffers up to this
-SPARE_BUFFERS = 4  # ...and this many of them
+SPARE_BYTES = 4 * 1024 * 1024  # ...and up to this many bytes of them
+SPARE_BUFFERS = 32  # ...at most this many (as many frames as can be queued or in flight)
 READ_AHEAD_FRAMES = 16  # stop reading while this many requests wait for their turn...
 READ_AHEAD_BYTES = 1024 * 1024  # ...or this many bytes of them (Kafka reads none ahead)
 MAX_PIPELINED_PRODUCE = 16  # produce requests of one connection handled at once (in order)
@@ -388,14 +389,20 @@ class _Connection:
         return self._loop.create_task(dispatcher.handle(frame, self.peer, self.session))
 
     async def _wait_for(self, head: asyncio.Task[object]) -> None:
-        """Until ``head`` finishes or another frame arrives (it may be started)."""
+        """Until ``head`` finishes or another frame arrives (it may be started).
+
+        One future and one callback, not ``asyncio.wait``'s set, counter and
+        callbacks: this runs once or twice for every produce request."""
         waiter = self._frame_waiter = self._loop.create_future()
+        head.add_done_callback(self._head_done)
         try:
-            await asyncio.wait((head, waiter), return_when=asyncio.FIRST_COMPLETED)
+            await waiter
         finally:
             self._frame_waiter = None
-            if not waiter.done():
-                waiter.cancel()
+            head.remove_done_callback(self._head_done)
+
+    def _head_done(self, _task: asyncio.Task[object]) -> None:
+        self._wake()
 
     async def _write(self, out: list[Chunk]) -> None:
         self._send(out)
@@ -571,17 +578,31 @@ class _Connection:
 
         Zero-filling a fresh megabyte per produce request costs more than
         receiving it, so an earlier large buffer is reused when nothing refers
-        to it any more (no request object kept a view of its frame). A few are
-        kept, since pipelined produce requests hold theirs until answered.
+        to it any more (no request object kept a view of its frame). Several are
+        kept, since pipelined and read-ahead produce requests hold theirs until
+        answered: a producer writing to a thousand partitions sends frames of
+        about 100 KB, up to 32 of them queued or in flight, and a fresh map for
+        each (a syscall, then a page fault per 4 KiB) cost more than its append.
         """
-        for spare in self._spares:
+        spares = self._spares  # most recently used first
+        for i in range(len(spares) - 1, -1, -1):  # the oldest is the likeliest free
+            spare = spares[i]
             if len(spare) >= size and not _exported(spare):
+                if i:
+                    del spares[i]
+                    spares.insert(0, spare)
                 return memoryview(spare)[:size]
         # Anonymous memory is only committed as bytes arrive, so a client that
         # announces a 100 MB frame and sends two bytes costs two bytes, not 100 MB.
         buffer = mmap.mmap(-1, size)
         if size <= MAX_SPARE_BUFFER:
-            self._spares = [buffer, *self._spares[:SPARE_BUFFERS - 1]]
+            spares.insert(0, buffer)
+            kept = 0
+            for i, spare in enumerate(spares):
+                kept += len(spare)
+                if kept > SPARE_BYTES or i == SPARE_BUFFERS:
+                    del spares[i:]
+                    break
         return memoryview(buffer)
 
     def _queue(self, item: object) -> None:

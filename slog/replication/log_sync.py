@@ -122,14 +122,15 @@ class LogSyncer:
         if self._state.need(end):
             self._start()
 
-    async def wait(self, end: int) -> None:
-        """Return once offsets below ``end`` are on disk; raises StorageError."""
+    def waiter(self, end: int) -> asyncio.Future[None] | None:
+        """A future done once offsets below ``end`` are on disk (None: they are), or
+        failed with StorageError; a caller that stops waiting may cancel it."""
         if end <= self._state.durable:
-            return
+            return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self._state.need(end, future):
             self._start()
-        await future
+        return future
 
     def truncated(self, end: int) -> None:
         """The log was cut back to ``end``: waiters for offsets above it fail."""

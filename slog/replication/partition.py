@@ -271,8 +271,16 @@ class Partition:
     async def wait_durable(self, end: int) -> None:
         """Return once offsets below ``end`` count as durable (at once with
         write.caching); raises StorageError if the fsync failed."""
-        if not self.log.config.write_caching:
-            await self._sync.wait(min(end, self.log.log_end_offset))
+        waiter = self.durable_waiter(end)
+        if waiter is not None:
+            await waiter
+
+    def durable_waiter(self, end: int) -> asyncio.Future[None] | None:
+        """:meth:`wait_durable` as a future (None: nothing to wait for), so a request
+        waiting on many partitions needs no coroutine or task for each."""
+        if self.log.config.write_caching:
+            return None
+        return self._sync.waiter(min(end, self.log.log_end_offset))
 
     def _durable_moved(self) -> None:
         if self.is_leader:
@@ -284,20 +292,32 @@ class Partition:
     async def wait_for_commit(self, last_offset: int, timeout_s: float,
                               min_insync_replicas: int) -> None:
         """acks=all: return once the HW covers ``last_offset``; raise ReplicaError otherwise."""
-        if self.high_watermark > last_offset:
+        waiter = self.commit_waiter(last_offset)
+        if waiter is None:
             return
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            raise self.commit_timed_out(last_offset, min_insync_replicas) from None
+
+    def commit_waiter(self, last_offset: int) -> asyncio.Future[None] | None:
+        """:meth:`wait_for_commit` as a future without its timeout (None: the HW already
+        covers ``last_offset``); it fails with ReplicaError if leadership moves. A
+        caller that stops waiting cancels it."""
+        if self.high_watermark > last_offset:
+            return None
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._commit_waiters.append((last_offset, future))
-        try:
-            await asyncio.wait_for(future, timeout_s)
-        except TimeoutError:
-            if len(self.isr) < min_insync_replicas:
-                raise ReplicaError(ErrorCode.not_enough_replicas_after_append,
-                                   f"ISR {list(self.isr)} shrank below min.insync.replicas="
-                                   f"{min_insync_replicas} after the append") from None
-            raise ReplicaError(ErrorCode.request_timed_out,
-                               f"replicas did not acknowledge offset {last_offset} in time"
-                               ) from None
+        return future
+
+    def commit_timed_out(self, last_offset: int, min_insync_replicas: int) -> ReplicaError:
+        """Why an acks=all wait for ``last_offset`` ran out of time."""
+        if len(self.isr) < min_insync_replicas:
+            return ReplicaError(ErrorCode.not_enough_replicas_after_append,
+                                f"ISR {list(self.isr)} shrank below min.insync.replicas="
+                                f"{min_insync_replicas} after the append")
+        return ReplicaError(ErrorCode.request_timed_out,
+                            f"replicas did not acknowledge offset {last_offset} in time")
 
     def _fail_waiters(self, code: ErrorCode, message: str) -> None:
         waiters, self._commit_waiters = self._commit_waiters, []

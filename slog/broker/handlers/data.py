@@ -109,25 +109,41 @@ def _refuse_keyless(topic: str, index: int, records: bytes) -> dict[str, Any] | 
 async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
     """acks=all: answer only once the ISR has every batch (the HW counts only what
     replicas fsynced, unless write.caching); acks=1: once the leader has it on disk
-    (at once with write.caching). Or say why not."""
+    (at once with write.caching). Or say why not.
 
-    async def one(result: dict[str, Any], partition: Partition, last: int, min_isr: int,
-                  acks: int) -> None:
-        try:
-            if acks == -1:
-                await partition.wait_for_commit(last, timeout_s, min_isr)
-            else:
-                await asyncio.wait_for(partition.wait_durable(last + 1), timeout_s)
-        except ReplicaError as exc:
-            result.update(error_code=exc.code, error_message=str(exc), base_offset=-1)
-        except StorageError as exc:
-            result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(exc),
+    One wait with one timer for the whole request, on plain futures: librdkafka
+    sends one partition per request, and a task, a timer and a coroutine for each
+    partition's wait cost more than its append."""
+    waiting: list[tuple[asyncio.Future[None], Commit]] = []
+    for commit in commits:
+        _, partition, last, _, acks = commit
+        future = partition.commit_waiter(last) if acks == -1 \
+            else partition.durable_waiter(last + 1)
+        if future is not None:
+            waiting.append((future, commit))
+    if not waiting:
+        return
+    try:
+        await asyncio.wait([future for future, _ in waiting], timeout=timeout_s)
+    finally:
+        for future, _ in waiting:
+            future.cancel()  # timed out, or the request was cancelled: stop waiting
+    for future, (result, partition, last, min_isr, acks) in waiting:
+        error: BaseException | None
+        if future.cancelled():  # out of time
+            error = partition.commit_timed_out(last, min_isr) if acks == -1 else TimeoutError()
+        else:
+            error = future.exception()
+        if isinstance(error, ReplicaError):
+            result.update(error_code=error.code, error_message=str(error), base_offset=-1)
+        elif isinstance(error, StorageError):
+            result.update(error_code=ErrorCode.kafka_storage_error, error_message=str(error),
                           base_offset=-1)
-        except TimeoutError:
+        elif isinstance(error, TimeoutError):
             result.update(error_code=ErrorCode.request_timed_out, base_offset=-1,
                           error_message=f"offset {last} was not synced to disk in time")
-
-    await asyncio.gather(*(one(*commit) for commit in commits))
+        elif error is not None:
+            raise error
 
 
 def _refused(index: int, error: ErrorCode) -> dict[str, Any]:
