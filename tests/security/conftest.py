@@ -113,9 +113,23 @@ def as_user(monkeypatch: pytest.MonkeyPatch) -> Any:
 def secure_cluster(tmp_path: Path, as_user: Any) -> Iterator[Cluster]:
     """Three brokers with SASL and ACLs on (the fixture's slog clients log in as admin)."""
     as_user("admin")
-    data = tmp_path / "data"
+    yield from _secure_cluster(tmp_path / "data")
+
+
+@pytest.fixture(scope="module")
+def shared_secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """``secure_cluster`` for a whole module whose tests remove the users, ACLs and topics
+    they make (slog's clients log in as admin for the module). Failed logins are held at
+    most 0.5 s: the hold grows per address over the module's refused logins, up to 8 s
+    each by default (test_login_throttle.py checks the hold itself)."""
+    with logged_in("admin"):
+        yield from _secure_cluster(tmp_path_factory.mktemp("secure") / "data",
+                                   {"connection.failed.authentication.delay.max.ms": "500"})
+
+
+def _secure_cluster(data: Path, settings: dict[str, str] | None = None) -> Iterator[Cluster]:
     add_users(data)
-    yield from three_brokers(data, ACLS)
+    yield from three_brokers(data, {**ACLS, **(settings or {})})
 
 
 def three_brokers(data: Path, settings: dict[str, str]) -> Iterator[Cluster]:
