@@ -132,6 +132,20 @@ def _secure_cluster(data: Path, settings: dict[str, str] | None = None) -> Itera
     yield from three_brokers(data, {**ACLS, **(settings or {})})
 
 
+def kafka_python_read_all(consumer: Any) -> list[bytes]:
+    """The values a kafka-python consumer reads until its position is at the end of every
+    partition it was given (its consumer_timeout_ms still bounds a stall): records beyond
+    the ones expected would be read too, without waiting the timeout out at the end."""
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        given = list(consumer.assignment())
+        if given and all(consumer.position(tp) >= end
+                         for tp, end in consumer.end_offsets(given).items()):
+            break
+    return values
+
+
 def three_brokers(data: Path, settings: dict[str, str]) -> Iterator[Cluster]:
     """A started 3-broker cluster with ``settings``; closed after, with no traceback."""
     nodes = Cluster(data, 3, {**FAST, **settings})
