@@ -15,8 +15,17 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
         yield process
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker for a whole test module (compat suites create distinct topics)."""
+    """One broker for every module whose tests break nothing and make topics and groups
+    named for their module (a broker start is seconds); a module that watches the
+    broker's files, memory or log uses ``module_broker``."""
     with running_broker(tmp_path_factory.mktemp("shared") / "data") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for one module: no other module's topics are busy on it meanwhile."""
+    with running_broker(tmp_path_factory.mktemp("module") / "data") as process:
         yield process

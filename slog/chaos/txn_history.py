@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from slog.chaos.history import History, HistoryLog, from_json
+from slog.chaos.history import History, HistoryLog, event_json, from_json
 
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 SEPARATOR = "|"
@@ -88,8 +88,7 @@ class TxnLog:
         with path.open("a", encoding="utf-8") as handle:
             events: list[TxnWrite | TxnOutcome] = [*history.writes, *history.outcomes]
             for event in events:
-                handle.write(json.dumps({"type": _NAMES[type(event)], **asdict(event)},
-                                        separators=(",", ":")) + "\n")
+                handle.write(event_json(_NAMES[type(event)], event) + "\n")
 
 
 def read_txn_history(lines: Iterable[str]) -> TxnHistory:

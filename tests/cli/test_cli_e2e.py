@@ -74,17 +74,17 @@ def test_produce_keys_headers_and_consume_formats(bootstrap: str, tmp_path: Path
 
 def test_consume_offsets_and_limits(bootstrap: str) -> None:
     lines = "".join(f"v{i}\n" for i in range(10))
-    assert slog(bootstrap, "produce", "offs", "-p", "0", input_text=lines).returncode == 0
+    assert slog(bootstrap, "produce", "e2e-offs", "-p", "0", input_text=lines).returncode == 0
 
     def values(*args: str) -> list[str]:
-        return slog(bootstrap, "consume", "offs", "-e", *args).stdout.split()
+        return slog(bootstrap, "consume", "e2e-offs", "-e", *args).stdout.split()
     assert values() == [f"v{i}" for i in range(10)]
     assert values("-o", "7") == ["v7", "v8", "v9"]
     assert values("-o", "-2") == ["v8", "v9"]
     assert values("-o", "end") == []
     assert values("-n", "3") == ["v0", "v1", "v2"]
     stamps = [json.loads(x)["timestamp"] for x in
-              slog(bootstrap, "consume", "offs", "-e", "--output", "json").stdout.splitlines()]
+              slog(bootstrap, "consume", "e2e-offs", "-e", "--output", "json").stdout.splitlines()]
     assert values("-o", f"@{stamps[0]}")[0] == "v0"
     assert values("-o", f"@{stamps[-1] + 60_000}") == []
 

@@ -503,6 +503,14 @@ def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]
         yield nodes
 
 
+@pytest.fixture
+def own_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """``cluster`` under another name, for a test (with its own markers) in a module whose
+    ``cluster`` is the shared one."""
+    with running_cluster(tmp_path / "data", request) as nodes:
+        yield nodes
+
+
 @pytest.fixture(scope="module")
 def shared_cluster(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
                    ) -> Iterator[Cluster]:

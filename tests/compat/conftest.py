@@ -11,6 +11,7 @@ from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess
 from tests.cluster.conftest import (  # noqa: F401 - re-exported fixtures
     cluster,
+    own_cluster,
     pytest_configure,
     shared_cluster,
 )

@@ -27,6 +27,13 @@ def _create(cluster: Cluster) -> None:
         cluster.create_topic(name, partitions, 1)
 
 
+@pytest.fixture(scope="module")
+def cluster(shared_cluster: Cluster) -> Cluster:
+    """One cluster with the module's topics, made once: the tests only describe them."""
+    _create(shared_cluster)
+    return shared_cluster
+
+
 def _describe(conn: BrokerConnection, names: list[str], limit: int = 2000,
               cursor: tuple[str, int] | None = None) -> Any:
     body = {"topics": [{"name": n} for n in names], "response_partition_limit": limit,
@@ -49,7 +56,6 @@ def _pages(conn: BrokerConnection, names: list[str], limit: int) -> list[list[tu
 
 
 def test_topics_sorted_with_ids_operations_and_errors(cluster: Cluster) -> None:
-    _create(cluster)
     with cluster.connect(1) as conn:
         metadata = conn.request(ApiKey.METADATA, {"topics": [{"name": n} for n in TOPICS]})
         ids = {t.name: t.topic_id for t in metadata.topics}
@@ -74,10 +80,10 @@ def test_topics_sorted_with_ids_operations_and_errors(cluster: Cluster) -> None:
 
 
 @pytest.mark.broker_config({"max.request.partition.size.limit": "5"})
-def test_cursor_pages_through_named_and_all_topics(cluster: Cluster) -> None:
-    _create(cluster)
+def test_cursor_pages_through_named_and_all_topics(own_cluster: Cluster) -> None:
+    _create(own_cluster)
     everything = [(name, i) for name in sorted(TOPICS) for i in range(TOPICS[name])]
-    with cluster.connect(1) as conn:
+    with own_cluster.connect(1) as conn:
         # A limit of 2 ends the first page exactly at dtp-a's end: the cursor names the
         # next topic's partition 0; then dtp-b is cut inside.
         assert _pages(conn, list(TOPICS), 2) == [
@@ -95,7 +101,6 @@ def test_cursor_pages_through_named_and_all_topics(cluster: Cluster) -> None:
 
 
 def test_bad_cursors_are_invalid_requests(cluster: Cluster) -> None:
-    _create(cluster)
     with cluster.connect(1) as conn:
         for cursor in (("dtp-c", 0), ("dtp-a", -1)):
             response = _describe(conn, ["dtp-a", "dtp-b"], cursor=cursor)
@@ -108,7 +113,6 @@ def test_bad_cursors_are_invalid_requests(cluster: Cluster) -> None:
 def test_kafka_python_admin_pages_through(cluster: Cluster) -> None:
     from kafka.admin import KafkaAdminClient
 
-    _create(cluster)
     admin = KafkaAdminClient(bootstrap_servers=cluster.brokers[1].bootstrap)
     try:
         seen, cursor = [], None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -48,6 +49,22 @@ def _describe(conn: BrokerConnection, components: list[tuple[str, int, str | Non
     assert response.error_code == ErrorCode.none, response
     return {tuple((e.entity_type, e.entity_name) for e in entry.entity):
             {v.key: v.value for v in entry.values} for entry in response.entries}
+
+
+@pytest.fixture
+def cluster(shared_cluster: Cluster) -> Iterator[Cluster]:
+    """The module's cluster, every quota removed after each test (the tests list them all)."""
+    yield shared_cluster
+    _remove_every_quota(shared_cluster)
+
+
+def _remove_every_quota(cluster: Cluster) -> None:
+    with cluster.connect(cluster.controller()) as conn:
+        for entity, values in _describe(conn, []).items():
+            [entry] = _alter(conn, list(entity), dict.fromkeys(values)).entries
+            assert entry.error_code == ErrorCode.none, entry
+    wait_until(lambda: not any(_quota_seen(cluster, b) for b in cluster.brokers), 10,
+               "no quota on any broker")
 
 
 def test_alter_on_any_broker_and_describe_everywhere(cluster: Cluster) -> None:
@@ -205,13 +222,14 @@ def test_a_capped_consumer_is_held_to_its_rate(cluster: Cluster) -> None:
 
 
 @pytest.mark.broker_config({"quota.window.num": "2"})  # throttles of at most 2 s
-def test_request_percentage_throttles_and_mutes_the_connection(cluster: Cluster) -> None:
-    with cluster.connect(1) as conn:
+def test_request_percentage_throttles_and_mutes_the_connection(own_cluster: Cluster) -> None:
+    with own_cluster.connect(1) as conn:
         [entry] = _alter(conn, [("client-id", "busy")], {"request_percentage": 0.001}).entries
         assert entry.error_code == ErrorCode.none
-    wait_until(lambda: all(_quota_seen(cluster, b) for b in cluster.brokers), 10, "the quota")
-    busy = BrokerConnection("127.0.0.1", cluster.brokers[1].port, client_id="busy").connect()
-    calm = BrokerConnection("127.0.0.1", cluster.brokers[1].port, client_id="calm").connect()
+    wait_until(lambda: all(_quota_seen(own_cluster, b) for b in own_cluster.brokers), 10,
+               "the quota")
+    busy = BrokerConnection("127.0.0.1", own_cluster.brokers[1].port, client_id="busy").connect()
+    calm = BrokerConnection("127.0.0.1", own_cluster.brokers[1].port, client_id="calm").connect()
     try:
         throttle_ms = 0
         for _ in range(50):

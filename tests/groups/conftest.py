@@ -1,4 +1,6 @@
-"""One broker per test module, configured for group tests (fast rebalances)."""
+"""One broker for the package's live modules, configured for group tests (fast
+rebalances): each module names its topics and groups for itself (``unique``) and lists
+only classic groups."""
 
 from __future__ import annotations
 
@@ -10,9 +12,7 @@ from tests.brokers import BrokerProcess, running_broker
 from tests.groups.helpers import GROUP_BROKER
 
 
-@pytest.fixture(scope="module")
-def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-           ) -> Iterator[BrokerProcess]:
-    name = request.module.__name__.rsplit(".", 1)[-1]
-    with running_broker(tmp_path_factory.mktemp(name) / "data", **GROUP_BROKER) as process:
+@pytest.fixture(scope="package")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("groups") / "data", **GROUP_BROKER) as process:
         yield process

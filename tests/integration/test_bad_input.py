@@ -60,6 +60,13 @@ def victim_records(bootstrap: str) -> list[list[Consumed]]:
 
 
 @pytest.fixture(scope="module")
+def shared_broker(module_broker: BrokerProcess) -> BrokerProcess:
+    """A broker of this module's own: the tests watch its data dir for new files and its
+    memory, which other modules' topics (compaction, retention) would disturb."""
+    return module_broker
+
+
+@pytest.fixture(scope="module")
 def bystander(shared_broker: BrokerProcess) -> Iterator[BrokerConnection]:
     """A client connected before any of the hostile traffic; it must keep working."""
     create_topic(shared_broker.bootstrap, VICTIM, partitions=VICTIM_PARTITIONS)

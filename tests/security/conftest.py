@@ -113,9 +113,37 @@ def as_user(monkeypatch: pytest.MonkeyPatch) -> Any:
 def secure_cluster(tmp_path: Path, as_user: Any) -> Iterator[Cluster]:
     """Three brokers with SASL and ACLs on (the fixture's slog clients log in as admin)."""
     as_user("admin")
-    data = tmp_path / "data"
+    yield from _secure_cluster(tmp_path / "data")
+
+
+@pytest.fixture(scope="module")
+def shared_secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """``secure_cluster`` for a whole module whose tests remove the users, ACLs and topics
+    they make (slog's clients log in as admin for the module). Failed logins are held at
+    most 0.5 s: the hold grows per address over the module's refused logins, up to 8 s
+    each by default (test_login_throttle.py checks the hold itself)."""
+    with logged_in("admin"):
+        yield from _secure_cluster(tmp_path_factory.mktemp("secure") / "data",
+                                   {"connection.failed.authentication.delay.max.ms": "500"})
+
+
+def _secure_cluster(data: Path, settings: dict[str, str] | None = None) -> Iterator[Cluster]:
     add_users(data)
-    yield from three_brokers(data, ACLS)
+    yield from three_brokers(data, {**ACLS, **(settings or {})})
+
+
+def kafka_python_read_all(consumer: Any) -> list[bytes]:
+    """The values a kafka-python consumer reads until its position is at the end of every
+    partition it was given (its consumer_timeout_ms still bounds a stall): records beyond
+    the ones expected would be read too, without waiting the timeout out at the end."""
+    values = []
+    for message in consumer:
+        values.append(message.value)
+        given = list(consumer.assignment())
+        if given and all(consumer.position(tp) >= end
+                         for tp, end in consumer.end_offsets(given).items()):
+            break
+    return values
 
 
 def three_brokers(data: Path, settings: dict[str, str]) -> Iterator[Cluster]:

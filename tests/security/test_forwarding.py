@@ -71,8 +71,8 @@ def _delete_topic(conn: BrokerConnection, name: str) -> int:
     return int(result.error_code)
 
 
-def test_forwarded_requests_are_authorized_as_their_client(secure_cluster: Cluster) -> None:
-    cluster = secure_cluster
+def test_forwarded_requests_are_authorized_as_their_client(shared_secure_cluster: Cluster) -> None:
+    cluster = shared_secure_cluster
     via = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
     denied_topic, denied_cluster = (ErrorCode.topic_authorization_failed,
                                     ErrorCode.cluster_authorization_failed)
@@ -102,9 +102,9 @@ def test_forwarded_requests_are_authorized_as_their_client(secure_cluster: Clust
         assert TOPIC not in cluster.image().topics
 
 
-def test_a_client_cannot_send_an_envelope(secure_cluster: Cluster) -> None:
+def test_a_client_cannot_send_an_envelope(shared_secure_cluster: Cluster) -> None:
     """Alice wraps "grant alice ALTER on the cluster" as if the super user sent it."""
-    cluster = secure_cluster
+    cluster = shared_secure_cluster
     inner = encode_request(shape(request_class(ApiKey.CREATE_ACLS, 3),
                                  {"creations": [ALICE_MAY_ALTER_CLUSTER]}),
                            correlation_id=1, client_id="mallory")[4:]

@@ -18,7 +18,12 @@ from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import decode_response, encode_request
 from slog.protocol.shapes import shape
 from tests.brokers import BrokerProcess, run_cli
-from tests.security.conftest import PASSWORDS, produce_and_consume, sasl_conf
+from tests.security.conftest import (
+    PASSWORDS,
+    kafka_python_read_all,
+    produce_and_consume,
+    sasl_conf,
+)
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -205,7 +210,7 @@ def test_kafka_python_scram(sasl_broker: BrokerProcess) -> None:
     producer.close()
     consumer = KafkaConsumer("kafka-python-scram", auto_offset_reset="earliest",
                              consumer_timeout_ms=15000, **settings)
-    values = [m.value for m in consumer]
+    values = kafka_python_read_all(consumer)
     consumer.close()
     assert values == [f"kp-{i}".encode() for i in range(10)]
 

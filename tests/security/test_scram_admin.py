@@ -74,8 +74,8 @@ def _alter(conn: BrokerConnection, deletions: list[tuple[str, int]],
     return {r.user: int(r.error_code) for r in response.results}
 
 
-def test_confluent_kafka_creates_users_that_log_in(secure_cluster: Cluster) -> None:
-    cluster = secure_cluster
+def test_confluent_kafka_creates_users_that_log_in(shared_secure_cluster: Cluster) -> None:
+    cluster = shared_secure_cluster
     via = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
     admin = _admin(cluster, via)  # not the controller: the change is forwarded
     futures = admin.alter_user_scram_credentials([
@@ -110,13 +110,13 @@ def test_confluent_kafka_creates_users_that_log_in(secure_cluster: Cluster) -> N
         admin.describe_user_scram_credentials(["carol"])["carol"].result(30)
 
 
-def test_kafka_python_manages_users_on_every_broker(secure_cluster: Cluster) -> None:
+def test_kafka_python_manages_users_on_every_broker(shared_secure_cluster: Cluster) -> None:
     from kafka.admin import KafkaAdminClient
     from kafka.admin import ScramMechanism as KpMechanism
     from kafka.admin import UserScramCredentialDeletion as KpDeletion
     from kafka.admin import UserScramCredentialUpsertion as KpUpsertion
 
-    cluster = secure_cluster
+    cluster = shared_secure_cluster
     for broker_id, broker in sorted(cluster.brokers.items()):
         user = f"dave{broker_id}"
         admin = KafkaAdminClient(
@@ -143,8 +143,8 @@ def test_kafka_python_manages_users_on_every_broker(secure_cluster: Cluster) -> 
             admin.close()
 
 
-def test_kafka_error_codes(secure_cluster: Cluster) -> None:
-    cluster = secure_cluster
+def test_kafka_error_codes(shared_secure_cluster: Cluster) -> None:
+    cluster = shared_secure_cluster
     salted_256, salted_512 = b"k" * 32, b"k" * 64
     via = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
     with _login(cluster, via, "admin") as admin, _login(cluster, via, "alice") as alice:

@@ -35,6 +35,7 @@ from tests.brokers import BrokerProcess, free_port, free_port_range, run_cli, ru
 from tests.security.conftest import (
     PASSWORDS,
     add_users,
+    kafka_python_read_all,
     logged_in,
     poll_values,
     produce_and_consume,
@@ -102,7 +103,7 @@ def test_kafka_python_over_ssl(ssl_broker: BrokerProcess, ca: TlsFiles) -> None:
     producer.close()
     consumer = KafkaConsumer(name, auto_offset_reset="earliest", consumer_timeout_ms=15000,
                              **settings)
-    values = [m.value for m in consumer]
+    values = kafka_python_read_all(consumer)
     consumer.close()
     assert values == [f"kp-{i}".encode() for i in range(10)]
 

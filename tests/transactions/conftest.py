@@ -18,8 +18,10 @@ TXN_BROKER_CONFIG = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker for the package's modules: each names its topics, groups and
+    transactional ids for itself and asserts only on those."""
     with running_broker(tmp_path_factory.mktemp("txn") / "data", 1,
                         **TXN_BROKER_CONFIG) as process:
         yield process
