@@ -116,6 +116,7 @@ class Cluster:
         self._reader = MetadataLogReader(self.layout.metadata_dir)
         self._image = MetadataImage()
         self.records: list[dict] = []  # every metadata record seen, in order
+        self.settings: dict[str, str] = {}  # broker settings (``cluster up -c``)
 
     @property
     def bootstrap(self) -> str:
@@ -125,6 +126,7 @@ class Cluster:
         started = time.monotonic()
         done = cli("cluster", "up", "--brokers", str(BROKERS), "--data-dir", str(self.root),
                    "--base-port", str(self.base_port), "--timeout", "30",
+                   *(f"--config={key}={value}" for key, value in self.settings.items()),
                    timeout=min(60.0, deadline.left()))
         elapsed = time.monotonic() - started
         if done.returncode != 0:

@@ -35,6 +35,16 @@ confluent-kafka's librdkafka) so the client's own loop is not the limit.
   (assignment to the last record), medians, and their ratio. Goal: read_committed
   >= 0.9x read_uncommitted.
 
+* **write caching**: everything above except consume runs once per
+  ``--write-caching`` value (default ``false,true``: a second cluster whose
+  brokers have ``write.caching.default=true``, so neither the records nor
+  ``__transaction_state`` nor the markers wait for an fsync), interleaved round by
+  round, so the same run shows how much of a transaction's cost is the fsyncs.
+* **lone write**: the floor a transaction's chain is made of: one 100 B record
+  produced alone (acks=all, linger 0, RF 3, the partitions in turn) and
+  ``flush()``-ed before the next, ``--lone-writes`` of them per variant
+  (interleaved in blocks); median and p99.
+
 The load average is printed at the start and the end: on two cores other work
 moves these figures. ``--json FILE`` writes the figures as JSON as well.
 The whole benchmark stops after ``--timeout`` seconds; every broker it started is
@@ -43,7 +53,8 @@ stopped and the temp dir removed, also on errors and Ctrl-C.
 Usage::
 
     python benchmarks/transactions.py [--quick] [--runs N] [--records N] [--commits N]
-        [--consume-runs N] [--base-port PORT] [--timeout S] [--dir PARENT] [--json FILE]
+        [--consume-runs N] [--lone-writes N] [--write-caching false,true]
+        [--base-port PORT] [--timeout S] [--dir PARENT] [--json FILE]
 """
 
 from __future__ import annotations
@@ -80,6 +91,8 @@ PRODUCE_CASES = {"idempotent": 0, "txn-1000": 1000, "txn-100": 100}
 ISOLATION = ("read_committed", "read_uncommitted")
 ADD_PARTITIONS = "AddPartitionsToTxn"  # its name in the brokers' stats
 IDEMPOTENT = {**PRODUCER_CONFIG, "acks": "all", "enable.idempotence": "true"}
+BLOCK = 50  # commits / lone writes per variant before switching to the other
+PORTS_APART = 10  # between the variants' clusters with --base-port
 
 
 @dataclass
@@ -87,11 +100,13 @@ class Results:
     load_start: tuple[float, ...] = ()
     load_end: tuple[float, ...] = ()
     records: int = 0
-    produce: dict[str, list[float]] = field(default_factory=dict)  # case -> records/s
-    add_partitions: dict[str, list[float]] = field(default_factory=dict)  # per transaction
-    commit_ms: list[float] = field(default_factory=list)  # commit() start -> LSO passed
-    end_txn_ms: list[float] = field(default_factory=list)  # commit() start -> its return
-    consume: dict[str, list[float]] = field(default_factory=dict)  # isolation -> records/s
+    # Keyed by write caching ("false" / "true"), then as said.
+    produce: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # case -> rec/s
+    add_partitions: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # per txn
+    commit_ms: dict[str, list[float]] = field(default_factory=dict)  # commit() -> LSO passed
+    end_txn_ms: dict[str, list[float]] = field(default_factory=dict)  # commit() -> its return
+    lone_write_ms: dict[str, list[float]] = field(default_factory=dict)  # produce -> acked
+    consume: dict[str, list[float]] = field(default_factory=dict)  # isolation -> records/s (false)
 
 
 # ------------------------------------------------------------------ clients
@@ -138,28 +153,31 @@ def produce(perf: Path, cluster: Cluster, topic: str, records: int, per_txn: int
 # ------------------------------------------------------------------ measurements
 
 
-def measure_produce(perf: Path, cluster: Cluster, records: int, runs: int, results: Results,
-                    deadline: bench.Deadline) -> None:
+def measure_produce(perf: Path, clusters: dict[str, Cluster], records: int, runs: int,
+                    results: Results, deadline: bench.Deadline) -> None:
     print(f"produce: {records:,} records of {VALUE_SIZE} B ({records // 10:,} at 100 per "
           f"transaction), {PARTITIONS} partitions, RF {BROKERS}, acks=all; {runs} rounds",
           flush=True)
     for run in range(runs):
-        for case, per_txn in PRODUCE_CASES.items():
-            topic = f"produce-{case}-{run}"
-            create_topic(cluster, topic, deadline)
-            count = records // 10 if per_txn == 100 else records
-            requests = cluster.counters().get(ADD_PARTITIONS, 0)
-            out = produce(perf, cluster, topic, count, per_txn, deadline)
-            rate = int(out["records"]) / float(out["seconds"])
-            results.produce.setdefault(case, []).append(rate)
-            line = f"  round {run + 1} {case:>10}: {rate:>9,.0f} records/s"
-            if per_txn:
-                transactions = int(out["transactions"])
-                per = (cluster.counters().get(ADD_PARTITIONS, 0) - requests) / transactions
-                results.add_partitions.setdefault(case, []).append(per)
-                line += f"  ({transactions} transactions, {per:.2f} AddPartitionsToTxn each)"
-            print(line, flush=True)
-            delete_topic(cluster, topic)
+        for caching, cluster in clusters.items():
+            for case, per_txn in PRODUCE_CASES.items():
+                topic = f"produce-{case}-{run}"
+                create_topic(cluster, topic, deadline)
+                count = records // 10 if per_txn == 100 else records
+                requests = cluster.counters().get(ADD_PARTITIONS, 0)
+                out = produce(perf, cluster, topic, count, per_txn, deadline)
+                rate = int(out["records"]) / float(out["seconds"])
+                results.produce.setdefault(caching, {}).setdefault(case, []).append(rate)
+                line = (f"  round {run + 1} write.caching={caching:<5} {case:>10}: "
+                        f"{rate:>9,.0f} records/s")
+                if per_txn:
+                    transactions = int(out["transactions"])
+                    per = (cluster.counters().get(ADD_PARTITIONS, 0) - requests) / transactions
+                    results.add_partitions.setdefault(caching, {}).setdefault(case, []).append(
+                        per)
+                    line += f"  ({transactions} transactions, {per:.2f} AddPartitionsToTxn each)"
+                print(line, flush=True)
+                delete_topic(cluster, topic)
 
 
 def last_stable_offsets(admin: Admin, partitions: list[TopicPartition]
@@ -168,50 +186,99 @@ def last_stable_offsets(admin: Admin, partitions: list[TopicPartition]
     return {tp: result.offset for tp, result in found.items()}
 
 
-def measure_commit_latency(cluster: Cluster, commits: int, results: Results,
-                           deadline: bench.Deadline) -> None:
-    from confluent_kafka import Producer
+class Committer:
+    """Timed transactions on one cluster (see the module doc: commit latency)."""
 
-    topic = "commit-latency"
-    create_topic(cluster, topic, deadline)
-    leaders = [p.leader for _, p in sorted(cluster.image().topics[topic].partitions.items())]
-    print(f"commit latency: {commits} transactions of {RECORDS_PER_COMMIT} records on each of "
-          f"{PARTITIONS} partitions (leaders: brokers {', '.join(map(str, leaders))})",
-          flush=True)
-    producer = Producer({**IDEMPOTENT, "bootstrap.servers": cluster.bootstrap, "linger.ms": "0",
-                         "transactional.id": "bench-commit-latency", "log_level": 3})
-    producer.init_transactions(60)
-    last: dict[int, int] = {}
+    def __init__(self, cluster: Cluster, caching: str, stack: contextlib.ExitStack,
+                 deadline: bench.Deadline):
+        from confluent_kafka import Producer
 
-    def delivered(error: Any, message: Any) -> None:
+        self.caching, self.deadline = caching, deadline
+        topic = "commit-latency"
+        create_topic(cluster, topic, deadline)
+        leaders = [p.leader for _, p in sorted(cluster.image().topics[topic].partitions.items())]
+        print(f"  write.caching={caching}: leaders on brokers {', '.join(map(str, leaders))}",
+              flush=True)
+        self.producer = Producer({**IDEMPOTENT, "bootstrap.servers": cluster.bootstrap,
+                                  "linger.ms": "0", "log_level": 3,
+                                  "transactional.id": f"bench-commit-latency-{caching}"})
+        self.producer.init_transactions(60)
+        self.partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        self.admin = stack.enter_context(Admin(cluster.bootstrap))
+        last_stable_offsets(self.admin, self.partitions)  # connections and metadata
+        self.last: dict[int, int] = {}
+        self.commit(None)  # the first one warms up, off the record
+
+    def _delivered(self, error: Any, message: Any) -> None:
         if error is not None:
             raise RuntimeError(f"delivery failed: {error}")
-        last[message.partition()] = max(last.get(message.partition(), -1), message.offset())
+        self.last[message.partition()] = max(self.last.get(message.partition(), -1),
+                                             message.offset())
 
-    partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    with Admin(cluster.bootstrap) as admin:
-        last_stable_offsets(admin, partitions)  # connections and metadata, off the clock
-        for n in range(commits + 1):  # the first one warms up, off the record
-            deadline.check()
-            producer.begin_transaction()
-            for i in range(RECORDS_PER_COMMIT * PARTITIONS):
-                producer.produce(topic, b"c" * VALUE_SIZE, partition=i % PARTITIONS,
-                                 on_delivery=delivered)
-            producer.flush(deadline.left())
-            started = time.perf_counter()
-            producer.commit_transaction(deadline.left())
-            answered = time.perf_counter()
-            waiting = {tp: last[tp.partition] for tp in partitions}  # its last records
-            while waiting:
-                lso = last_stable_offsets(admin, list(waiting))
-                waiting = {tp: end for tp, end in waiting.items() if lso[tp] <= end}
-                if time.perf_counter() - started > 30:
-                    raise RuntimeError(f"the LSO did not pass the transaction: {waiting}")
-            stable = time.perf_counter()
-            if n:
-                results.end_txn_ms.append((answered - started) * 1000)
-                results.commit_ms.append((stable - started) * 1000)
-    print(f"  {describe_latency(results)}", flush=True)
+    def commit(self, results: Results | None) -> None:
+        self.deadline.check()
+        producer = self.producer
+        producer.begin_transaction()
+        for i in range(RECORDS_PER_COMMIT * PARTITIONS):
+            producer.produce(self.partitions[0].topic, b"c" * VALUE_SIZE,
+                             partition=i % PARTITIONS, on_delivery=self._delivered)
+        producer.flush(self.deadline.left())
+        started = time.perf_counter()
+        producer.commit_transaction(self.deadline.left())
+        answered = time.perf_counter()
+        waiting = {tp: self.last[tp.partition] for tp in self.partitions}  # its last records
+        while waiting:
+            lso = last_stable_offsets(self.admin, list(waiting))
+            waiting = {tp: end for tp, end in waiting.items() if lso[tp] <= end}
+            if time.perf_counter() - started > 30:
+                raise RuntimeError(f"the LSO did not pass the transaction: {waiting}")
+        stable = time.perf_counter()
+        if results is not None:
+            results.end_txn_ms.setdefault(self.caching, []).append((answered - started) * 1000)
+            results.commit_ms.setdefault(self.caching, []).append((stable - started) * 1000)
+
+
+class LoneWriter:
+    """One record at a time, each acknowledged (acks=all) before the next is sent."""
+
+    def __init__(self, cluster: Cluster, caching: str, deadline: bench.Deadline):
+        from confluent_kafka import Producer
+
+        self.caching, self.deadline, self.sent = caching, deadline, 0
+        self.topic = "lone-writes"
+        create_topic(cluster, self.topic, deadline)
+        self.producer = Producer({**IDEMPOTENT, "bootstrap.servers": cluster.bootstrap,
+                                  "linger.ms": "0", "log_level": 3})
+        self.write(None)  # connections and metadata, off the record
+
+    def write(self, results: Results | None) -> None:
+        self.deadline.check()
+        started = time.perf_counter()
+        self.producer.produce(self.topic, b"w" * VALUE_SIZE, partition=self.sent % PARTITIONS)
+        if self.producer.flush(self.deadline.left()):
+            raise RuntimeError("a lone write was not acknowledged")
+        self.sent += 1
+        if results is not None:
+            results.lone_write_ms.setdefault(self.caching, []).append(
+                (time.perf_counter() - started) * 1000)
+
+
+def measure_latencies(clusters: dict[str, Cluster], commits: int, lone_writes: int,
+                      results: Results, stack: contextlib.ExitStack,
+                      deadline: bench.Deadline) -> None:
+    print(f"commit latency: {commits} transactions of {RECORDS_PER_COMMIT} records on each of "
+          f"{PARTITIONS} partitions; lone writes: {lone_writes} records of {VALUE_SIZE} B, "
+          f"acks=all; per write.caching value, in blocks of {BLOCK}", flush=True)
+    committers = [Committer(c, caching, stack, deadline) for caching, c in clusters.items()]
+    writers = [LoneWriter(c, caching, deadline) for caching, c in clusters.items()]
+    for done in range(0, max(commits, lone_writes), BLOCK):
+        for committer, writer in zip(committers, writers, strict=True):
+            for _ in range(min(BLOCK, max(0, commits - done))):
+                committer.commit(results)
+            for _ in range(min(BLOCK, max(0, lone_writes - done))):
+                writer.write(results)
+    for caching in clusters:
+        print(f"  write.caching={caching}: {describe_latency(results, caching)}", flush=True)
 
 
 def measure_consume(perf: Path, cluster: Cluster, records: int, runs: int, results: Results,
@@ -234,30 +301,38 @@ def measure_consume(perf: Path, cluster: Cluster, records: int, runs: int, resul
 # ------------------------------------------------------------------ report
 
 
-def describe_latency(results: Results) -> str:
-    if not results.commit_ms:
-        return "no commits measured"
-    return (f"commit to LSO passed: median {statistics.median(results.commit_ms):.1f} ms, p99 "
-            f"{percentile(results.commit_ms, 0.99):.1f} ms; EndTxn answered: median "
-            f"{statistics.median(results.end_txn_ms):.1f} ms, p99 "
-            f"{percentile(results.end_txn_ms, 0.99):.1f} ms ({len(results.commit_ms)} commits)")
+def median_p99(samples: list[float]) -> str:
+    return f"median {statistics.median(samples):.1f} ms, p99 {percentile(samples, 0.99):.1f} ms"
+
+
+def describe_latency(results: Results, caching: str) -> str:
+    parts = []
+    if commit_ms := results.commit_ms.get(caching):
+        parts.append(f"commit to LSO passed: {median_p99(commit_ms)}; EndTxn answered: "
+                     f"{median_p99(results.end_txn_ms[caching])} ({len(commit_ms)} commits)")
+    if lone := results.lone_write_ms.get(caching):
+        parts.append(f"lone acks=all write: {median_p99(lone)} ({len(lone)} writes)")
+    return "; ".join(parts) or "no latencies measured"
 
 
 def figures(results: Results) -> dict[str, object]:
     def medians(samples: dict[str, list[float]]) -> dict[str, float]:
         return {k: statistics.median(v) for k, v in samples.items() if v}
 
-    produce, consume = medians(results.produce), medians(results.consume)
+    produce = {caching: medians(cases) for caching, cases in results.produce.items()}
+    consume = medians(results.consume)
     out: dict[str, object] = {**asdict(results), "produce_median": produce,
                               "consume_median": consume}
-    if "idempotent" in produce:
-        out["produce_ratio"] = {case: rate / produce["idempotent"]
-                                for case, rate in produce.items() if case != "idempotent"}
+    out["produce_ratio"] = {
+        caching: {case: rate / rates["idempotent"] for case, rate in rates.items()
+                  if case != "idempotent"}
+        for caching, rates in produce.items() if "idempotent" in rates}
     if len(consume) == 2:
         out["consume_ratio"] = consume["read_committed"] / consume["read_uncommitted"]
-    if results.commit_ms:
-        out["commit_ms_median"] = statistics.median(results.commit_ms)
-        out["commit_ms_p99"] = percentile(results.commit_ms, 0.99)
+    for name, samples in (("commit_ms", results.commit_ms),
+                          ("lone_write_ms", results.lone_write_ms)):
+        out[f"{name}_median"] = {c: statistics.median(v) for c, v in samples.items() if v}
+        out[f"{name}_p99"] = {c: percentile(v, 0.99) for c, v in samples.items() if v}
     return out
 
 
@@ -269,21 +344,25 @@ def report(results: Results, json_path: Path | None) -> bool:
     print(f"\nresults (load average {results.load_start[0]:.2f} at the start, "
           f"{results.load_end[0]:.2f} at the end)")
     checks: list[bool] = []
-    produce = found["produce_median"]
-    assert isinstance(produce, dict)
-    for case, rate in produce.items():
-        print(f"  produce {case:>10}: {rate:>10,.0f} records/s (median)")
-    ratios = found.get("produce_ratio", {})
-    assert isinstance(ratios, dict)
-    for case, ratio in ratios.items():
-        print(f"  {case} / idempotent: {ratio:.2f}x")
-    if "txn-1000" in ratios:
-        checks.append(ok := ratios["txn-1000"] >= PRODUCE_GOAL)
-        print(f"  goal txn-1000 >= {PRODUCE_GOAL}x idempotent: {'ok' if ok else 'MISSED'}")
-    if results.commit_ms:
-        print(f"  {describe_latency(results)}")
-        checks.append(ok := statistics.median(results.commit_ms) < COMMIT_GOAL_MS)
-        print(f"  goal median < {COMMIT_GOAL_MS:g} ms: {'ok' if ok else 'MISSED'}")
+    produce, ratios = found["produce_median"], found["produce_ratio"]
+    assert isinstance(produce, dict) and isinstance(ratios, dict)
+    for caching in dict.fromkeys([*results.produce, *results.commit_ms,
+                                  *results.lone_write_ms]):
+        print(f"  write.caching={caching}:")
+        for case, rate in produce.get(caching, {}).items():
+            print(f"    produce {case:>10}: {rate:>10,.0f} records/s (median)")
+        for case, ratio in ratios.get(caching, {}).items():
+            print(f"    {case} / idempotent: {ratio:.2f}x")
+        print(f"    {describe_latency(results, caching)}")
+    # The goals hold for slog's defaults (write.caching=false).
+    if "txn-1000" in ratios.get("false", {}):
+        checks.append(ok := ratios["false"]["txn-1000"] >= PRODUCE_GOAL)
+        print(f"  goal txn-1000 >= {PRODUCE_GOAL}x idempotent (write.caching=false): "
+              f"{'ok' if ok else 'MISSED'}")
+    if commit_ms := results.commit_ms.get("false"):
+        checks.append(ok := statistics.median(commit_ms) < COMMIT_GOAL_MS)
+        print(f"  goal commit median < {COMMIT_GOAL_MS:g} ms (write.caching=false): "
+              f"{'ok' if ok else 'MISSED'}")
     consume = found["consume_median"]
     assert isinstance(consume, dict)
     for isolation, rate in consume.items():
@@ -308,14 +387,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=None,
                         help="transactions timed for the commit latency (default 300; quick 50)")
     parser.add_argument("--consume-runs", type=int, default=None,
-                        help="consume runs per isolation level (default 7; quick 3)")
+                        help="consume runs per isolation level (default 15; quick 3)")
+    parser.add_argument("--lone-writes", type=int, default=None,
+                        help="lone acks=all writes timed per variant (default 500; quick 100)")
+    parser.add_argument("--write-caching", default="false,true",
+                        help="the brokers' write.caching.default values to compare, "
+                             "comma-separated (default false,true); consume runs on the first")
     bench_cluster.add_base_port_option(parser)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     runs = args.runs or (2 if args.quick else 3)
     records = args.records or (20_000 if args.quick else 200_000)
     commits = args.commits or (50 if args.quick else 300)
-    consume_runs = args.consume_runs or (3 if args.quick else 7)
+    consume_runs = args.consume_runs or (3 if args.quick else 15)
+    lone_writes = args.lone_writes or (100 if args.quick else 500)
+    variants = list(dict.fromkeys(v.strip().lower() for v in args.write_caching.split(",")))
+    if not variants or not set(variants) <= {"false", "true"}:
+        parser.error("--write-caching takes false, true or false,true")
     deadline, root = bench.start_run(args, "slog-transactions-bench-")
     results = Results(load_start=os.getloadavg(), records=records)
     print(f"transactions benchmark: {BROKERS} brokers, load average "
@@ -324,13 +412,19 @@ def main(argv: list[str] | None = None) -> int:
     def measure() -> None:
         perf, library = build_rdkafka_perf(root)
         print(f"rdkafka_perf.c with {library}", flush=True)
-        cluster = bench_cluster.cluster_in(root / "cluster", args.base_port)
+        clusters: dict[str, Cluster] = {}
         with contextlib.ExitStack() as stack:
-            stack.enter_context(running(cluster))
-            cluster.up(deadline)
-            measure_produce(perf, cluster, records, runs, results, deadline)
-            measure_commit_latency(cluster, commits, results, deadline)
-            measure_consume(perf, cluster, records, consume_runs, results, deadline)
+            for n, caching in enumerate(variants):
+                port = None if args.base_port is None else args.base_port + n * PORTS_APART
+                cluster = bench_cluster.cluster_in(root / f"cluster-{caching}", port)
+                cluster.settings["write.caching.default"] = caching
+                stack.enter_context(running(cluster))
+                cluster.up(deadline)
+                clusters[caching] = cluster
+            measure_produce(perf, clusters, records, runs, results, deadline)
+            measure_latencies(clusters, commits, lone_writes, results, stack, deadline)
+            measure_consume(perf, clusters[variants[0]], records, consume_runs, results,
+                            deadline)
 
     return bench.measure_and_report(measure, lambda: report(results, args.json), root,
                                     stops=(bench.BenchTimeout, RuntimeError))

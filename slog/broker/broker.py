@@ -46,7 +46,6 @@ from slog.core.metadata import MetadataImage
 from slog.core.metadata_log import MetadataLogReader, MetadataLogWriter
 from slog.core.names import DataDirLayout, ensure_data_dir
 from slog.core.producer_ids import ProducerIdAllocator
-from slog.core.transaction_index import AbortedBatches
 from slog.groups.consumer_coordinator import ConsumerGroupCoordinator
 from slog.groups.coordinator import GroupCoordinator
 from slog.protocol.apis import ApiKey, ApiSpec
@@ -437,7 +436,7 @@ class Broker:
                       if (p := self.replicas.partitions.get(key)) is not None}
         # Up to the last stable offset: an open transaction may still abort.
         stable = {key: p.last_stable_offset for key, p in partitions.items()}
-        aborted = {key: AbortedBatches(p.transactions.aborted)
+        aborted = {key: p.transactions.aborted_batches()
                    for key, p in partitions.items() if p.transactions.aborted}
         await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, stable, aborted)
 

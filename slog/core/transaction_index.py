@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from slog.core.aborted_txn_index import AbortedTxn
 from slog.core.batch import HEADER_SIZE, BatchHeader, parse_header
 from slog.core.errors import CorruptRecordError
 from slog.core.records import BatchBuilder, decode_varint
@@ -81,27 +82,64 @@ def marker_commits(buf: bytes | memoryview, pos: int) -> bool | None:
 class PartitionTransactions:
     def __init__(self) -> None:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open txn
-        self.aborted: list[AbortedTransaction] = []  # in marker (last offset) order
+        # Aborted transactions in marker (last offset) order; beside each, its last
+        # offset (to bisect) and the last stable offset its marker left (as the
+        # .txnindex stores it: where a search for overlapping ones may stop). A
+        # read_committed fetch then costs O(log n + what it overlaps), not O(n).
+        self._aborted: list[AbortedTransaction] = []
+        self._lasts: list[int] = []
+        self._stables: list[int] = []
+        self._aborted_batches: AbortedBatches | None = None  # built when first asked
         # The latest coordinator epoch that wrote a marker for each producer: markers
         # of a deposed coordinator (a lower epoch) are refused.
         self.coordinator_epochs: dict[int, int] = {}
 
-    def track(self, header: BatchHeader, base_offset: int, marker: Marker | None) -> None:
-        """A batch stored at ``base_offset``; ``marker``: a control batch's marker."""
+    @property
+    def aborted(self) -> Sequence[AbortedTransaction]:
+        return self._aborted
+
+    def track(self, header: BatchHeader, base_offset: int,
+              marker: Marker | None) -> AbortedTxn | None:
+        """A batch stored at ``base_offset``; ``marker``: a control batch's marker.
+        Returns the transaction an ABORT marker ended (for the .txnindex)."""
         if not header.is_transactional:
-            return
+            return None
         producer_id = header.producer_id
         if not header.is_control:
             self.ongoing.setdefault(producer_id, base_offset)
-            return
+            return None
         first = self.ongoing.pop(producer_id, None)
         if marker is None:
-            return
+            return None
         if marker.coordinator_epoch >= 0:
             self.coordinator_epochs[producer_id] = max(
                 marker.coordinator_epoch, self.coordinator_epochs.get(producer_id, -1))
-        if not marker.committed and first is not None:
-            self.aborted.append(AbortedTransaction(producer_id, first, base_offset))
+        if marker.committed or first is None:
+            return None
+        first_unstable = self.first_unstable_offset()
+        entry = AbortedTxn(producer_id, first, base_offset,
+                           base_offset + 1 if first_unstable is None else first_unstable)
+        self._add_aborted(entry)
+        return entry
+
+    def _add_aborted(self, entry: AbortedTxn) -> None:
+        # A stored stable offset past the marker would end searches too early.
+        self._aborted.append(AbortedTransaction(*entry[:3]))
+        self._lasts.append(entry.last_offset)
+        self._stables.append(min(entry.last_stable_offset, entry.last_offset + 1))
+        self._aborted_batches = None
+
+    def restore_aborted(self, entries: Iterable[AbortedTxn]) -> None:
+        """Replace the aborted transactions (from the segments' .txnindex files)."""
+        self._drop_aborted(len(self._aborted))
+        for entry in sorted(entries, key=lambda e: e.last_offset):
+            self._add_aborted(entry)
+
+    def _drop_aborted(self, count: int) -> None:
+        """Forget the ``count`` oldest aborted transactions."""
+        if count:
+            del self._aborted[:count], self._lasts[:count], self._stables[:count]
+            self._aborted_batches = None
 
     def fences(self, producer_id: int, coordinator_epoch: int) -> bool:
         """A marker from an older coordinator than one that already wrote for the
@@ -117,13 +155,27 @@ class PartitionTransactions:
 
     def aborted_between(self, start: int, end: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions with records in
-        [start, end): what a read_committed consumer must filter."""
-        lasts = [a.last_offset for a in self.aborted]
+        [start, end): what a read_committed consumer must filter.
+
+        Those ending at or past ``start``, up to the first whose marker left a last
+        stable offset at or past ``end``: every transaction open then began at or
+        past it, and every later one after that marker, so none of those overlaps."""
         found = []
-        for entry in self.aborted[bisect.bisect_left(lasts, start):]:
+        aborted, stables = self._aborted, self._stables
+        for at in range(bisect.bisect_left(self._lasts, start), len(aborted)):
+            entry = aborted[at]
             if entry.first_offset < end:
                 found.append((entry.producer_id, entry.first_offset))
+            if stables[at] >= end:
+                break
         return found
+
+    def aborted_batches(self) -> AbortedBatches:
+        """An :class:`AbortedBatches` of the aborted transactions held (kept until
+        they change)."""
+        if self._aborted_batches is None:
+            self._aborted_batches = AbortedBatches(self._aborted)
+        return self._aborted_batches
 
     def hides(self, header: BatchHeader, aborted: AbortedBatches) -> bool:
         """A data batch of a transaction that aborted or is still open."""
@@ -135,9 +187,9 @@ class PartitionTransactions:
     def committed_only(self, data: bytes) -> bytes:
         """``data`` (whole batches) without those of aborted or open transactions: what a
         coordinator loading its internal topic may apply."""
-        if not self.ongoing and not self.aborted:
+        if not self.ongoing and not self._aborted:
             return data
-        aborted = AbortedBatches(self.aborted)
+        aborted = self.aborted_batches()
         kept = []
         position = 0
         while position + HEADER_SIZE <= len(data):
@@ -150,12 +202,11 @@ class PartitionTransactions:
 
     def forget_below(self, log_start: int) -> None:
         """Aborted transactions wholly below the log start need no filtering any more."""
-        if self.aborted and self.aborted[0].last_offset < log_start:
-            self.aborted = [a for a in self.aborted if a.last_offset >= log_start]
+        self._drop_aborted(bisect.bisect_left(self._lasts, log_start))
 
     def clear(self) -> None:
         self.ongoing.clear()
-        self.aborted.clear()
+        self._drop_aborted(len(self._aborted))
         self.coordinator_epochs.clear()
 
 
@@ -164,13 +215,20 @@ class AbortedBatches:
     those records, and they never supersede a committed value)."""
 
     def __init__(self, aborted: Iterable[AbortedTransaction] = ()):
-        self._ranges: dict[int, list[tuple[int, int]]] = {}
-        for entry in aborted:
-            self._ranges.setdefault(entry.producer_id, []).append(
-                (entry.first_offset, entry.last_offset))
+        # Per producer, its aborted transactions' first and last offsets in order: a
+        # producer has one transaction open at a time, so they never overlap and a
+        # batch is looked up by bisecting (a producer may have aborted thousands).
+        self._firsts: dict[int, list[int]] = {}
+        self._lasts: dict[int, list[int]] = {}
+        for entry in sorted(aborted, key=lambda e: e.last_offset):
+            self._firsts.setdefault(entry.producer_id, []).append(entry.first_offset)
+            self._lasts.setdefault(entry.producer_id, []).append(entry.last_offset)
 
     def __call__(self, header: BatchHeader) -> bool:
         if not header.is_transactional or header.is_control:
             return False
-        ranges = self._ranges.get(header.producer_id, ())
-        return any(first <= header.base_offset <= last for first, last in ranges)
+        lasts = self._lasts.get(header.producer_id)
+        if lasts is None:
+            return False
+        at = bisect.bisect_left(lasts, header.base_offset)
+        return at < len(lasts) and self._firsts[header.producer_id][at] <= header.base_offset

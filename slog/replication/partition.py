@@ -38,7 +38,7 @@ from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
 from slog.core.producer_snapshot import restore_snapshot, snapshot_entries
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
-from slog.core.transaction_index import AbortedTransaction, PartitionTransactions, read_marker
+from slog.core.transaction_index import PartitionTransactions, read_marker
 from slog.replication.log_sync import LogSyncer
 
 logger = logging.getLogger(__name__)
@@ -589,22 +589,19 @@ class Partition:
                            buf: bytes | memoryview, position: int) -> None:
         if header.is_transactional:
             marker = read_marker(buf, position) if header.is_control else None
-            aborted = len(self.transactions.aborted)
-            self.transactions.track(header, base_offset, marker)
-            if len(self.transactions.aborted) > aborted:
-                self._index_abort(self.transactions.aborted[-1])
+            aborted = self.transactions.track(header, base_offset, marker)
+            if aborted is not None:
+                self._index_abort(aborted)
                 # retention or DeleteRecords may have passed old aborted transactions
                 self.transactions.forget_below(self.log.log_start_offset)
 
-    def _index_abort(self, entry: AbortedTransaction) -> None:
+    def _index_abort(self, entry: AbortedTxn) -> None:
         """Write the aborted transaction to its marker's segment's .txnindex, with the
         last stable offset it leaves (as Kafka's entries carry it)."""
-        first_unstable = self.transactions.first_unstable_offset()
-        stable = entry.last_offset + 1 if first_unstable is None else first_unstable
         if self._replayed_aborts is not None:  # a rebuild writes them once it is done
-            self._replayed_aborts.append(AbortedTxn(*entry, stable))
+            self._replayed_aborts.append(entry)
         else:
-            self.log.append_aborted_txn(AbortedTxn(*entry, stable))
+            self.log.append_aborted_txn(entry)
 
     # -- recovery ------------------------------------------------------------------------
     def _rebuild_producer_state(self) -> None:
@@ -626,9 +623,8 @@ class Partition:
             restore_snapshot(snapshot[1], self.producers, self.transactions)
             position = max(position, snapshot[0])
         log_start = self.log.log_start_offset
-        self.transactions.aborted = [
-            AbortedTransaction(e.producer_id, e.first_offset, e.last_offset) for e in indexed
-            if log_start <= e.last_offset < position]
+        self.transactions.restore_aborted(
+            e for e in indexed if log_start <= e.last_offset < position)
         self.replayed_from = position
         end = self.log.log_end_offset
         logger.debug("%s-%d: producer state from offset %d (snapshot %s), replaying to %d",

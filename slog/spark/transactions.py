@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slog.core.batch import BatchHeader
-from slog.core.transaction_index import AbortedBatches, PartitionTransactions, read_marker
+from slog.core.transaction_index import PartitionTransactions, read_marker
 from slog.spark.segments import batches_from
 
 HiddenBatches = Callable[[BatchHeader], bool]
@@ -49,5 +49,5 @@ def uncommitted_batches(directory: Path, start: int, end: int) -> HiddenBatches 
                    read_marker(chunk, pos) if header.is_control else None)
     if not txns.ongoing and not txns.aborted:
         return None
-    aborted = AbortedBatches(txns.aborted)
+    aborted = txns.aborted_batches()
     return lambda header: txns.hides(header, aborted)
