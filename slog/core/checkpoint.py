@@ -23,18 +23,23 @@ TEMP_SUFFIX = ".tmp"
 CHECKPOINT_VERSION = 0
 
 
-def write_atomically(path: Path, data: bytes, *, unique_temp: bool = False) -> None:
+def write_atomically(path: Path, data: bytes, *, unique_temp: bool = False,
+                     durable: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash (power loss included) leaves
     the old or the new file, never an empty or torn one.
 
     ``unique_temp``: the temp file gets a name of its own, for files that several
     processes may rewrite at once (the default ``<name>.tmp`` is for one writer).
+    Not ``durable``: neither the file nor the rename is fsynced (a process crash
+    still sees old or new; a power loss may leave a torn file, for files whose
+    readers check a CRC and can do without them).
     """
     path = Path(path)
-    temp = _write_temp(path, data, unique_temp)
+    temp = _write_temp(path, data, unique_temp, durable)
     try:
         os.replace(temp, path)
-        fsync_dir(path.parent)
+        if durable:
+            fsync_dir(path.parent)
     except OSError as exc:
         temp.unlink(missing_ok=True)
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -65,8 +70,8 @@ def create_exclusively(path: Path, data: bytes) -> bool:
     return created
 
 
-def _write_temp(path: Path, data: bytes, unique: bool) -> Path:
-    """``data`` in a fsynced temp file (mode 0600) next to ``path``; its path."""
+def _write_temp(path: Path, data: bytes, unique: bool, durable: bool = True) -> Path:
+    """``data`` in a temp file (mode 0600, fsynced if ``durable``) next to ``path``."""
     try:
         if unique:
             fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX,
@@ -81,7 +86,8 @@ def _write_temp(path: Path, data: bytes, unique: bool) -> Path:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if durable:
+            os.fsync(fd)
     except OSError as exc:
         temp.unlink(missing_ok=True)
         raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -143,18 +143,7 @@ def _write_snapshot(path: Path, data: bytes, *, durable: bool = True) -> None:
     deleted at load; an fsync pair per partition would slow every clean shutdown.
     """
     try:
-        if durable:
-            write_atomically(path, data)
-            return
-        temp = path.with_name(path.name + TEMP_SUFFIX)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(temp, path)
+        write_atomically(path, data, durable=durable)
     except (OSError, StorageError) as exc:  # the next roll or clean shutdown writes another
         logger.warning("producer-state snapshot %s not written: %s", path, exc)
 
