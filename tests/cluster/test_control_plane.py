@@ -93,14 +93,19 @@ def test_controller_killed_during_reassignment(cluster: Cluster) -> None:
         for i in range(2000):
             producer.send(topic, f"record-{i}".encode() * 50, partition=0)
         producer.flush(30)
-    with cluster.connect(controller) as conn:
-        response = conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
-            "timeout_ms": 5_000, "topics": [{"name": topic, "partitions": [
-                {"partition_index": 0, "replicas": [keep, other]}]}]}, version=0)
-        cluster.kill(controller)
-    assert response.error_code == 0
-    assert [p.error_code for t in response.responses for p in t.partitions] == [0]
-    state = cluster.state(topic)
+    # The adding replica is paused so it cannot catch up (and end the move) before the kill.
+    cluster.pause(other)
+    try:
+        with cluster.connect(controller) as conn:
+            response = conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+                "timeout_ms": 5_000, "topics": [{"name": topic, "partitions": [
+                    {"partition_index": 0, "replicas": [keep, other]}]}]}, version=0)
+            cluster.kill(controller)
+        assert response.error_code == 0
+        assert [p.error_code for t in response.responses for p in t.partitions] == [0]
+        state = cluster.state(topic)
+    finally:
+        cluster.resume(other)
     assert state.adding == (other,), f"the reassignment finished before the kill: {state}"
     cluster.step(f"killed controller {controller} mid-reassignment: {state}")
     wait_until(lambda: cluster.controller() != controller, 10, "a new controller")
