@@ -411,7 +411,7 @@ class ConsumerGroupCoordinator:
         """As for classic groups: a topic created again must not inherit old offsets."""
         gone, removed = set(topics), 0
         for group in self.manager.consumer_groups.values():
-            tps = group.offsets.remove([tp for tp in group.offsets.committed if tp[0] in gone])
+            tps = self.manager.remove_offsets(group, self.manager.offsets_of_topics(group, gone))
             self._tombstone_offsets(group, tps)
             removed += len(tps)
         return removed

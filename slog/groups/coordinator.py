@@ -894,13 +894,14 @@ class GroupCoordinator:
 
     def remove_offsets_of_deleted_topics(self, topics: Collection[str]) -> int:
         """Kafka's clean-up on topic deletion: a topic created again under the same
-        name must not inherit the old topic's committed offsets."""
+        name must not inherit the old topic's offsets, committed or awaiting a marker."""
         gone = set(topics)
 
         def select(group: GroupMetadata) -> list[TopicPartition]:
-            return group.offsets.remove([tp for tp in group.offsets.committed if tp[0] in gone])
+            return self.manager.remove_offsets(group, self.manager.offsets_of_topics(group, gone))
 
-        removed = self.manager.cleanup(self.manager.all_groups(), select)
+        removed = self.manager.cleanup(self.manager.all_groups(), select) + \
+            self.manager.remove_groupless_txn_offsets(gone)
         if removed:
             log.info("removed %d offsets of deleted topics %s", removed, sorted(gone))
         return removed

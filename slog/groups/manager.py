@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -88,9 +88,15 @@ class OpenTxnOffsets(Protocol):
                ) -> None:
         """Drop the group's (or these partitions') offsets: its marker will store nothing."""
 
+    def group_ids(self) -> set[str]:
+        """The groups with such an offset."""
+
 
 class _NoTxnOffsets:
     def partitions_of(self, group_id: str) -> set[TopicPartition]:
+        return set()
+
+    def group_ids(self) -> set[str]:
         return set()
 
     def forget(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
@@ -374,6 +380,29 @@ class GroupMetadataManager:
         self.txn_offsets.forget(group.group_id, pending)
         removed = group.offsets.remove(sorted(wanted))
         return removed + sorted(pending.difference(removed))
+
+    def offsets_of_topics(self, group: GroupMetadata | ConsumerGroup,
+                          topics: Collection[str]) -> set[TopicPartition]:
+        """The group's partitions of ``topics`` with an offset, committed or awaiting a
+        marker."""
+        return {tp for tp in set(group.offsets.committed) |
+                self.txn_offsets.partitions_of(group.group_id) if tp[0] in topics}
+
+    def remove_groupless_txn_offsets(self, topics: Collection[str]) -> int:
+        """Offsets of ``topics`` awaiting a marker for a group that has no other state here
+        (its first commit is transactional) go too; their tombstones stop a reload from
+        holding them again. Groups with state remove theirs with :meth:`remove_offsets`."""
+        removed = 0
+        for group_id in self.txn_offsets.group_ids() - set(self.groups) - \
+                set(self.consumer_groups):
+            tps = sorted(tp for tp in self.txn_offsets.partitions_of(group_id)
+                         if tp[0] in topics)
+            if tps and self.owns(group_id):
+                self.txn_offsets.forget(group_id, tps)
+                self._append(group_id, [(OffsetKey(group_id, topic, part).encode(), None)
+                                        for topic, part in tps], lambda error, _o: None)
+                removed += len(tps)
+        return removed
 
     def remove_all_offsets(self, group: GroupMetadata | ConsumerGroup) -> list[TopicPartition]:
         """A group is deleted: all its offsets go, those awaiting a marker too."""

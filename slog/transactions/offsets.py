@@ -90,5 +90,9 @@ class PendingTxnOffsets:
         return {tp for groups in self._pending.values()
                 for tp in groups.get(group_id, {})} | set(self._storing.get(group_id, ()))
 
+    def group_ids(self) -> set[str]:
+        return {group for groups in self._pending.values() for group in groups} | \
+            set(self._storing)
+
     def pending_groups(self, producer_id: int) -> list[str]:
         return sorted(self._pending.get(producer_id, {}))

@@ -17,7 +17,8 @@ import pytest
 
 from slog.core.consumer_protocol import Subscription, encode_subscription
 from slog.core.kafka_errors import ErrorCode
-from slog.core.records import BatchBuilder
+from slog.core.offsets_records import OffsetKey, decode_key
+from slog.core.records import BatchBuilder, iter_decoded_batches
 from slog.groups.coordinator import GroupConfig, GroupCoordinator
 from slog.groups.group import GroupState
 from slog.groups.manager import GroupMetadataManager
@@ -397,6 +398,27 @@ def test_an_offset_awaiting_its_marker_keeps_the_group_from_expiring(tmp_path: P
     assert h.coordinator.handle_delete_groups(["g"]) == {"g": ErrorCode.none}
     assert pending.partitions_of("g") == set()
     assert pending.take(9, lambda group: True) == {}  # the marker brings nothing back
+
+
+def test_deleting_a_topic_drops_its_offsets_awaiting_a_marker(h: Harness) -> None:
+    """As Kafka: a topic's deletion removes the offsets of open transactions too, in groups
+    with state here and in groups whose first commit is transactional, and tombstones
+    them so a reload does not hold them again."""
+    pending = PendingTxnOffsets()
+    h.manager.txn_offsets = pending
+    h.commit("g", "", -1, {("kept", 0): 1})
+    offset = OffsetAndMetadata(5, -1, "", 1_700_000_000_000)
+    pending.add(9, 0, "g", {("t", 0): offset, ("kept", 0): offset})
+    pending.add(9, 0, "new", {("t", 1): offset})
+    assert h.coordinator.remove_offsets_of_deleted_topics(["t"]) == 2
+    assert pending.partitions_of("g") == {("kept", 0)}
+    assert pending.group_ids() == {"g"}
+    chunk, _ = h.log.read(0, 0)
+    tombstoned = {(key.group, key.topic, key.partition)
+                  for _, _, records in iter_decoded_batches(chunk) for record in records
+                  if record.value is None and isinstance(key := decode_key(record.key or b""),
+                                                         OffsetKey)}
+    assert tombstoned == {("g", "t", 0), ("new", "t", 1)}
 
 
 def test_txn_offset_commit_needs_no_member_fields_in_an_active_group(h: Harness) -> None:
