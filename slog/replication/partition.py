@@ -36,9 +36,10 @@ from slog.core.aborted_txn_index import AbortedTxn
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.log import AppendInfo, FetchSlice, PartitionLog
 from slog.core.metadata import NO_LEADER, PartitionState
-from slog.core.producer_snapshot import restore_snapshot, snapshot_entries
+from slog.core.producer_snapshot import snapshot_entries
 from slog.core.producer_state import ProducerStateManager, SequenceCheck
 from slog.core.transaction_index import PartitionTransactions, read_marker
+from slog.core.transaction_state import seed_state
 from slog.replication.log_sync import LogSyncer
 
 logger = logging.getLogger(__name__)
@@ -618,13 +619,8 @@ class Partition:
         self.transactions.clear()
         indexed, stale_from = self.log.read_txn_indexes()
         snapshot = self.log.latest_producer_snapshot(limit=stale_from)
-        position = self.log.log_start_offset
-        if snapshot is not None:
-            restore_snapshot(snapshot[1], self.producers, self.transactions)
-            position = max(position, snapshot[0])
-        log_start = self.log.log_start_offset
-        self.transactions.restore_aborted(
-            e for e in indexed if log_start <= e.last_offset < position)
+        position = seed_state(snapshot, indexed, self.log.log_start_offset,
+                              self.producers, self.transactions)
         self.replayed_from = position
         end = self.log.log_end_offset
         logger.debug("%s-%d: producer state from offset %d (snapshot %s), replaying to %d",

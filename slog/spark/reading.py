@@ -176,8 +176,8 @@ def _datadir_batches(r: OffsetRange, schema: Any, include_headers: bool,
     from slog.core import compression
     from slog.core.batch import COMPRESSION_MASK, CONTROL_BIT
     from slog.core.records import decode_records_as
+    from slog.core.segment_reader import batches_from
     from slog.spark.columnar import decode_group, records_section, to_record_batch
-    from slog.spark.segments import batches_from
 
     directory = Path(r.location)
     start = _readable_start(r, directory, fail_on_data_loss)

@@ -5,7 +5,6 @@ no writes, locks or maps of a running broker's files, and no index rebuilt.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +13,7 @@ from typing import Any
 from slog.core import batch
 from slog.core.batch import BatchHeader
 from slog.core.records import decode_records_as
-from slog.core.segment import segment_file_stem
-from slog.core.segment_reader import iter_segment, segment_bases
+from slog.core.segment_reader import batches_from, iter_segment, segment_bases
 
 
 @dataclass(frozen=True)
@@ -70,46 +68,6 @@ def offset_for_timestamp(directory: Path, timestamp_ms: int, end: int) -> int | 
             if record.timestamp >= timestamp_ms and record.offset < end:
                 return int(record.offset)
     return None
-
-
-INDEX_ENTRY = struct.Struct(">ii")  # relative offset, position (core/index.py's OffsetIndex)
-
-
-def _indexed_position(directory: Path, base: int, offset: int) -> int:
-    """A batch position at or before ``offset`` from the segment's offset index, checked
-    against the log itself; 0 when there is no usable entry (the index is only a hint)."""
-    try:
-        data = (directory / f"{segment_file_stem(base)}.index").read_bytes()
-    except OSError:
-        return 0
-    position = 0
-    for relative, pos in INDEX_ENTRY.iter_unpack(data[: len(data) - len(data) % 8]):
-        if pos <= 0 or base + relative > offset:
-            break  # the zeroed preallocated tail, or past the offset
-        position = pos
-    if position == 0:
-        return 0
-    for _fpos, _chunk, _pos, header in iter_segment(directory, base, position):
-        if header.base_offset <= offset:
-            return position
-        break
-    return 0
-
-
-def batches_from(directory: Path, start: int, end: int
-                 ) -> Iterator[tuple[bytes, int, BatchHeader]]:
-    """Every valid batch that holds offsets in ``[start, end)``, across segments."""
-    bases = segment_bases(directory)
-    first = max((i for i, b in enumerate(bases) if b <= start), default=0)
-    for i, base in enumerate(bases[first:]):
-        if base >= end:
-            return
-        position = _indexed_position(directory, base, start) if i == 0 else 0
-        for _fpos, chunk, pos, header in iter_segment(directory, base, position):
-            if header.base_offset >= end:
-                return
-            if header.last_offset >= start:
-                yield chunk, pos, header
 
 
 def read_records(directory: Path, topic: str, partition: int, start: int, end: int,
