@@ -1053,11 +1053,9 @@ class PartitionLog:
         return bool(victims)
 
     def _delete_old_snapshots(self) -> None:
-        """Below the log start only the newest snapshot is of use (a load starts from it)."""
+        """A snapshot below the log start is of no use: a load does not start from one."""
         start = self._log_start_offset
-        keep = max((o for o in self._snapshots if o <= start), default=None)
-        if keep is not None:
-            self._delete_snapshots(lambda o: o < keep, durably=False)
+        self._delete_snapshots(lambda o: o < start, durably=False)
 
     def _snapshot_at_close(self) -> None:
         """Kafka's snapshot at clean shutdown: the next load replays nothing."""

@@ -38,11 +38,15 @@ def seed_state(snapshot: Snapshot | None, indexed: Iterable[AbortedTxn], start: 
                producers: ProducerStateManager, transactions: PartitionTransactions) -> int:
     """Load a snapshot (offset, entries) and the aborted transactions the ``.txnindex``
     files hold below it into cleared state; returns where the replay of batch headers
-    must begin (the snapshot's offset, or ``start`` if that is later)."""
+    must begin (the snapshot's offset, or ``start`` without a snapshot).
+
+    A snapshot below ``start`` is no seed (as in Kafka, which deletes such snapshots at
+    load): the markers between it and ``start`` are no longer read, so a transaction it
+    holds open could stay open for ever and hold the last stable offset back."""
     position = start
-    if snapshot is not None:
+    if snapshot is not None and snapshot[0] >= start:
         restore_snapshot(snapshot[1], producers, transactions)
-        position = max(position, snapshot[0])
+        position = snapshot[0]
     transactions.restore_aborted(e for e in indexed if start <= e.last_offset < position)
     return position
 

@@ -224,3 +224,36 @@ def test_a_cleaned_segment_keeps_its_txnindex(tmp_path: Path) -> None:
     assert reopened.transactions.aborted == [AbortedTransaction(10, aborted_at, marker_at)]
     assert reopened.transactions.aborted_between(0, marker_at + 1) == [(10, aborted_at)]
     reopened.log.close()
+
+
+def test_a_snapshot_below_the_log_start_is_not_a_load_seed(tmp_path: Path) -> None:
+    """DeleteRecords moved the log start past a transaction's marker but not past the
+    snapshot taken while it was open. As in Kafka, such a snapshot is deleted, and a load
+    does not start from one a crash brought back: seeded there, it would miss the marker
+    and hold the LSO back."""
+    directory = tmp_path / "t-0"
+    partition = _open(directory)
+    _append(partition, _batch(20, 0, b"open across the roll"))
+    sequence = 0
+    while len(partition.log.segments) < 2:  # roll: a snapshot with producer 20 open
+        _append(partition, _batch(21, sequence, b"idem", transactional=False))
+        sequence += 1
+    log = partition.log
+    snapshot = log.segments[-1].base_offset
+    marker = _append(partition, build_marker(20, 0, True, coordinator_epoch=1, timestamp=1))
+    _append(partition, _batch(21, sequence, b"idem", transactional=False))
+    assert len(log.segments) == 2 and marker > snapshot
+    log.latest_producer_snapshot()  # waits for the roll's snapshot write
+    kept = snapshot_path(directory, snapshot).read_bytes()
+    partition.advance_log_start(marker + 1)
+    assert snapshot not in log.snapshot_offsets
+    # The deletion is not fsynced: a power loss can bring the snapshot back.
+    snapshot_path(directory, snapshot).write_bytes(kept)
+    end = log.log_end_offset
+    assert partition.last_stable_offset == end
+    log.flush()
+    log.abandon()  # no snapshot at the log end: the load must seed from what is left
+    reopened = _open(directory, recovery_point=end, log_start_offset=marker + 1)
+    assert reopened.transactions.ongoing == {}
+    assert reopened.last_stable_offset == end
+    reopened.log.close()
