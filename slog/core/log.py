@@ -18,7 +18,7 @@ import os
 import shutil
 import threading
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -950,15 +950,20 @@ class PartitionLog:
 
     # ================================================================= compaction
 
-    def replace_segment(self, old: LogSegment, cleaned: Path | None) -> bool:
+    def replace_segment(self, old: LogSegment, cleaned: Path | None,
+                        removed_markers: Collection[int] = ()) -> bool:
         """Swap a closed segment for the log cleaner's rewrite of it.
 
         ``cleaned`` holds a subset of ``old``'s batches at their original
         offsets; it replaces ``old``'s file in one rename, so a crash leaves
         either version (indexes are rebuilt from the file). ``cleaned=None``
         drops a segment that ended up empty (never the first one: it carries
-        the log start). False, with nothing changed, if ``old`` is no longer a
-        closed segment of this log (retention, truncation or a roll raced us).
+        the log start). ``removed_markers``: the offsets of the transaction
+        markers the rewrite left out, whose ``.txnindex`` entries go after the
+        swap (an entry outliving its marker names no remaining batch: harmless;
+        a marker outliving its entry would show aborted records). False, with
+        nothing changed, if ``old`` is no longer a closed segment of this log
+        (retention, truncation or a roll raced us).
         """
         with self._lock, self._disk_errors:
             self._check_open()
@@ -970,14 +975,14 @@ class PartitionLog:
             if cleaned is None:
                 if index == 0:
                     raise ValueError("the first segment cannot be dropped, only emptied")
-                # No .txnindex is lost: the cleaner keeps every ABORT marker, so a
-                # segment with entries never ends up empty.
+                # Its .txnindex goes with it: an emptied segment kept no ABORT marker.
                 old.delete()
                 del self._segments[index]
                 del self._bases[index]
                 return True
             old.close()
-            # The .txnindex stays: its entries name offsets, which cleaning keeps.
+            # The .txnindex stays (its entries name offsets, which cleaning keeps) but
+            # for the entries of removed markers, dropped once the swap is done.
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 old.log_path.with_suffix(suffix).unlink(missing_ok=True)
             os.replace(cleaned, old.log_path)
@@ -990,7 +995,20 @@ class PartitionLog:
             )
             segment.seal()
             self._segments[index] = segment
+            if removed_markers:
+                segment.txn_index.remove_markers(removed_markers)
             return True
+
+    def delete_snapshots_through(self, offset: int) -> None:
+        """Durably delete the producer-state snapshots at or below ``offset``. The
+        cleaner calls it before a rewrite without a marker at ``offset`` or below
+        is swapped in: a snapshot taken while that marker's transaction was open
+        would, once replayed from, leave it open for ever (the replay meets no
+        marker). Deleting first means a crash in between leaves the markers, and
+        a load without those snapshots replays from an older one or the log start."""
+        with self._lock, self._disk_errors:
+            self._check_open()
+            self._delete_snapshots(lambda o: o <= offset, durably=True)
 
     # ================================================================= producer state
 
