@@ -26,8 +26,10 @@ horizon has passed: the first pass that finds it so stamps the horizon (now +
 pass removes it, so a consumer that read the transaction's records has that long
 to read its marker too. Before such a rewrite is swapped in, the producer-state
 snapshots at or below the removed markers are deleted (a replay from one taken
-while the transaction was open would never meet its end), and after it the
-``.txnindex`` entries of removed ABORT markers go.
+while the transaction was open would never meet its end), then the removed ABORT
+markers' transactions are forgotten (``forget_aborted``: the partition's memory)
+and their ``.txnindex`` entries dropped: a reader told of an aborted transaction
+whose marker is gone would skip its producer's records for ever after.
 
 Records without a key cannot be superseded and are kept (Kafka refuses them
 on compacted topics at produce time; slog does not, so dropping them would
@@ -37,6 +39,7 @@ restart the first pass cleans everything once more, which is harmless.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import os
@@ -70,6 +73,8 @@ MIN_CLEANABLE_RATIO = 0.5  # Kafka's min.cleanable.dirty.ratio default
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _CRC = struct.Struct(">I")
 TopicPartition = tuple[str, int]
+# Told the offsets of ABORT (and COMMIT) markers about to be removed from a log.
+ForgetAborted = Callable[[list[int]], None]
 
 
 class LogCleaner:
@@ -91,10 +96,13 @@ class LogCleaner:
 
     def maybe_clean(self, logs: Mapping[TopicPartition, PartitionLog],
                     high_watermarks: Mapping[TopicPartition, int],
-                    aborted: Mapping[TopicPartition, AbortedBatches] | None = None) -> int:
+                    aborted: Mapping[TopicPartition, AbortedBatches] | None = None,
+                    forget_aborted: Callable[[TopicPartition, list[int]], None] | None = None,
+                    ) -> int:
         """Clean every compacted log that is dirty enough, at most once per backoff.
         ``high_watermarks``: where each log's cleanable part ends (the last stable
-        offset); ``aborted``: each log's aborted transactions.
+        offset); ``aborted``: each log's aborted transactions; ``forget_aborted``:
+        called with the markers about to be removed from a log, before they are.
         Returns the number of segments rewritten. Runs on any thread."""
         now = self._time()
         if not self.enabled or now < self._next_run:
@@ -105,14 +113,17 @@ class LogCleaner:
             if plog.closed or not plog.config.compact_enabled:
                 continue
             try:
+                forget = None if forget_aborted is None else \
+                    functools.partial(forget_aborted, key)
                 rewritten += self.clean(plog, high_watermarks.get(key),
-                                        aborted=(aborted or {}).get(key))
+                                        aborted=(aborted or {}).get(key), forget_aborted=forget)
             except Exception:  # one bad log must not stop the others (or the broker)
                 log.exception("cleaning %s failed", plog.directory.name)
         return rewritten
 
     def clean(self, plog: PartitionLog, high_watermark: int | None = None, *,
-              force: bool = False, aborted: AbortedBatches | None = None) -> int:
+              force: bool = False, aborted: AbortedBatches | None = None,
+              forget_aborted: ForgetAborted | None = None) -> int:
         segments = _cleanable(plog, high_watermark)
         if not segments:
             return 0
@@ -134,7 +145,7 @@ class LogCleaner:
         rewritten = 0
         for segment in segments:
             if _rewrite(plog, segment, latest, now_ms - retention_ms, is_aborted, markers,
-                        first=segment is segments[0]):
+                        forget_aborted, first=segment is segments[0]):
                 rewritten += 1
         self._first_dirty[plog.directory] = segments[-1].next_offset
         self._marker_horizons[plog.directory] = markers.stamped
@@ -237,8 +248,8 @@ def _kept_records(data: memoryview, pos: int, header: BatchHeader, records: list
 
 
 def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int],
-             horizon: int, is_aborted: AbortedBatches, markers: MarkerFilter, *,
-             first: bool) -> bool:
+             horizon: int, is_aborted: AbortedBatches, markers: MarkerFilter,
+             forget_aborted: ForgetAborted | None, *, first: bool) -> bool:
     """Write the kept batches of ``segment`` next to it and swap it in; False if
     nothing would change."""
     out: list[bytes] = []
@@ -263,8 +274,11 @@ def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int
             removed_markers.append(header.base_offset)
     if not changed:
         return False
-    if removed_markers:
+    if removed_markers:  # in this order (see the module's docstring)
         plog.delete_snapshots_through(max(removed_markers))
+        if forget_aborted is not None:
+            forget_aborted(removed_markers)
+        plog.remove_txn_entries(segment, removed_markers)
     if not out and not first:
         return plog.replace_segment(segment, None)
     temp = segment.log_path.with_name(segment.log_path.name + ".cleaned" + TEMP_SUFFIX)
@@ -272,7 +286,7 @@ def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int
         handle.write(b"".join(out))
         handle.flush()
         os.fsync(handle.fileno())
-    return plog.replace_segment(segment, temp, removed_markers)
+    return plog.replace_segment(segment, temp)
 
 
 # -- batches ------------------------------------------------------------------------------

@@ -950,20 +950,15 @@ class PartitionLog:
 
     # ================================================================= compaction
 
-    def replace_segment(self, old: LogSegment, cleaned: Path | None,
-                        removed_markers: Collection[int] = ()) -> bool:
+    def replace_segment(self, old: LogSegment, cleaned: Path | None) -> bool:
         """Swap a closed segment for the log cleaner's rewrite of it.
 
         ``cleaned`` holds a subset of ``old``'s batches at their original
         offsets; it replaces ``old``'s file in one rename, so a crash leaves
         either version (indexes are rebuilt from the file). ``cleaned=None``
         drops a segment that ended up empty (never the first one: it carries
-        the log start). ``removed_markers``: the offsets of the transaction
-        markers the rewrite left out, whose ``.txnindex`` entries go after the
-        swap (an entry outliving its marker names no remaining batch: harmless;
-        a marker outliving its entry would show aborted records). False, with
-        nothing changed, if ``old`` is no longer a closed segment of this log
-        (retention, truncation or a roll raced us).
+        the log start). False, with nothing changed, if ``old`` is no longer a
+        closed segment of this log (retention, truncation or a roll raced us).
         """
         with self._lock, self._disk_errors:
             self._check_open()
@@ -981,8 +976,8 @@ class PartitionLog:
                 del self._bases[index]
                 return True
             old.close()
-            # The .txnindex stays (its entries name offsets, which cleaning keeps) but
-            # for the entries of removed markers, dropped once the swap is done.
+            # The .txnindex stays: its entries name offsets, which cleaning keeps
+            # (those of removed markers went before: remove_txn_entries).
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 old.log_path.with_suffix(suffix).unlink(missing_ok=True)
             os.replace(cleaned, old.log_path)
@@ -995,9 +990,17 @@ class PartitionLog:
             )
             segment.seal()
             self._segments[index] = segment
-            if removed_markers:
-                segment.txn_index.remove_markers(removed_markers)
             return True
+
+    def remove_txn_entries(self, segment: LogSegment, marker_offsets: Collection[int]) -> None:
+        """Drop the ``.txnindex`` entries of ABORT markers the cleaner is about to
+        remove from ``segment``. Before the swap: an entry outliving its marker
+        would have read_committed readers skip its producer's later records, while
+        a marker outliving its entry (a crash in between) is harmless, its
+        transaction's records being gone already."""
+        with self._lock, self._disk_errors:
+            self._check_open()
+            segment.txn_index.remove_markers(marker_offsets)
 
     def delete_snapshots_through(self, offset: int) -> None:
         """Durably delete the producer-state snapshots at or below ``offset``. The

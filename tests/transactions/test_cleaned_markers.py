@@ -5,7 +5,6 @@ state a reload rebuilds (the broker-level test is in test_txn_restart.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -13,11 +12,11 @@ import pytest
 from slog.core.aborted_txn_index import TransactionIndex
 from slog.core.batch import BatchHeader, parse_header
 from slog.core.cleaner import LogCleaner, MarkerFilter
-from slog.core.errors import StorageError
 from slog.core.log import PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.records import BatchBuilder, build_batch, iter_decoded_batches
-from slog.core.transaction_index import AbortedBatches, build_marker
+from slog.core.segment import LogSegment
+from slog.core.transaction_index import AbortedBatches, AbortedTransaction, build_marker
 from tests.transactions.test_txn_state_recovery import _append, _batch, _open
 
 RETENTION_MS = 60_000
@@ -115,11 +114,14 @@ def _written(directory: Path) -> dict[str, int]:
     return at
 
 
-def _clean(directory: Path, cleaner: LogCleaner, **open_args: object) -> None:
-    partition = _open(directory, CONFIG, **open_args)  # type: ignore[arg-type]
+def _clean(directory: Path, cleaner: LogCleaner) -> list[AbortedTransaction]:
+    """One pass over the reopened partition; the aborted transactions it still knows."""
+    partition = _open(directory, CONFIG, clean_shutdown=True)
     cleaner.clean(partition.log, partition.last_stable_offset, force=True,
-                  aborted=AbortedBatches(partition.transactions.aborted))
+                  aborted=AbortedBatches(partition.transactions.aborted),
+                  forget_aborted=partition.transactions.forget_markers)
     partition.log.close()
+    return list(partition.transactions.aborted)
 
 
 def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path: Path
@@ -128,7 +130,8 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
     at = _written(directory)
     clock = _Clock()
     cleaner = LogCleaner(time=clock)
-    _clean(directory, cleaner, clean_shutdown=True)  # stamps A's and C's markers
+    stamped = _clean(directory, cleaner)  # stamps A's and C's markers
+    assert stamped == [AbortedTransaction(12, at["c_first"], at["c_marker"])]
     log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
     assert _markers(log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
     # The danger the snapshot deletion is for: one taken while C was open.
@@ -136,13 +139,13 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
     log.close()
 
     clock.now += RETENTION_MS / 1000 - 1
-    _clean(directory, cleaner, clean_shutdown=True)
+    assert _clean(directory, cleaner) == stamped
     log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
     assert _markers(log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
     log.close()
 
     clock.now += 1
-    _clean(directory, cleaner, clean_shutdown=True)
+    assert _clean(directory, cleaner) == []  # forgotten before the marker went
     log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
     assert _markers(log) == [at["b_marker"]]
     assert b"b" in _values(log) and b"c1" not in _values(log) and b"open" in _values(log)
@@ -160,33 +163,32 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
         reopened.log.close()
 
 
-def test_a_crash_after_the_swap_leaves_a_harmless_txnindex_entry(
+def test_a_crash_before_the_swap_leaves_a_harmless_marker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshots, the partition's memory and the .txnindex entry go before the
+    swap: a crash then leaves C's marker without its entry, whose records are gone."""
     directory = tmp_path / "c-0"
     at = _written(directory)
     clock = _Clock()
     cleaner = LogCleaner(time=clock)
-    _clean(directory, cleaner, clean_shutdown=True)
+    _clean(directory, cleaner)
     clock.now += RETENTION_MS / 1000
+    replace_segment = PartitionLog.replace_segment
 
-    remove_markers = TransactionIndex.remove_markers
+    def crash(log: PartitionLog, segment: LogSegment, cleaned: Path | None) -> bool:
+        if segment.base_offset <= at["c_marker"] < segment.next_offset:
+            raise OSError("crashed before the swap")
+        return replace_segment(log, segment, cleaned)
 
-    def crash(index: TransactionIndex, offsets: Collection[int]) -> None:
-        if at["c_marker"] in offsets:
-            raise OSError("crashed before the .txnindex was rewritten")
-        remove_markers(index, offsets)
-
-    monkeypatch.setattr(TransactionIndex, "remove_markers", crash)
-    partition = _open(directory, CONFIG, clean_shutdown=True)
-    with pytest.raises(StorageError):
-        cleaner.clean(partition.log, partition.last_stable_offset, force=True,
-                      aborted=AbortedBatches(partition.transactions.aborted))
-    partition.log.abandon()
+    monkeypatch.setattr(PartitionLog, "replace_segment", crash)
+    with pytest.raises(OSError, match="before the swap"):
+        _clean(directory, cleaner)
     monkeypatch.undo()
-    stale = [e for p in directory.glob("*.txnindex") for e in TransactionIndex(p).entries()]
-    assert [e.last_offset for e in stale] == [at["c_marker"]]
-    reopened = _open(directory, CONFIG)
-    assert at["c_marker"] not in _markers(reopened.log)
+    assert all(TransactionIndex(p).entries() == [] for p in directory.glob("*.txnindex"))
+    reopened = _open(directory, CONFIG)  # unclean: replays what recovery rescanned
+    assert at["c_marker"] in _markers(reopened.log)
+    assert at["a_marker"] not in _markers(reopened.log)
+    assert reopened.transactions.aborted == []
     assert reopened.transactions.ongoing == {13: at["open"]}
     assert reopened.last_stable_offset == at["open"]
     reopened.log.close()
