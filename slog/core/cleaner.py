@@ -175,6 +175,12 @@ class MarkerFilter:
         self._with_data: set[int] = set()  # producers whose current transaction kept data
         self.stamped: dict[int, int] = {}
         self.removed_count = 0
+        self._held = False
+
+    def hold(self) -> None:
+        """Remove no more markers this pass: a rewrite that dropped records was not
+        swapped in, so they may still be in the log."""
+        self._held = True
 
     def data_batch(self, header: BatchHeader, kept: bool) -> None:
         if kept and header.is_transactional:
@@ -187,7 +193,7 @@ class MarkerFilter:
             return True
         offset = header.base_offset
         horizon = self._horizons.get(offset)
-        if horizon is not None and horizon <= self._now_ms:
+        if horizon is not None and horizon <= self._now_ms and not self._held:
             self.removed_count += 1
             return False
         self.stamped[offset] = self._now_ms + self._retention_ms if horizon is None else horizon
@@ -280,13 +286,17 @@ def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int
             forget_aborted(removed_markers)
         plog.remove_txn_entries(segment, removed_markers)
     if not out and not first:
-        return plog.replace_segment(segment, None)
-    temp = segment.log_path.with_name(segment.log_path.name + ".cleaned" + TEMP_SUFFIX)
-    with open(temp, "wb") as handle:
-        handle.write(b"".join(out))
-        handle.flush()
-        os.fsync(handle.fileno())
-    return plog.replace_segment(segment, temp)
+        swapped = plog.replace_segment(segment, None)
+    else:
+        temp = segment.log_path.with_name(segment.log_path.name + ".cleaned" + TEMP_SUFFIX)
+        with open(temp, "wb") as handle:
+            handle.write(b"".join(out))
+            handle.flush()
+            os.fsync(handle.fileno())
+        swapped = plog.replace_segment(segment, temp)
+    if not swapped:
+        markers.hold()
+    return swapped
 
 
 # -- batches ------------------------------------------------------------------------------

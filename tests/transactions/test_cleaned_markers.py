@@ -59,6 +59,14 @@ def test_a_stamped_marker_goes_at_its_horizon(now_ms: int, kept: bool) -> None:
     assert markers.removed_count == (0 if kept else 1)
 
 
+def test_a_held_pass_removes_no_marker() -> None:
+    # An earlier rewrite of this pass was not swapped in: its records may remain.
+    markers = MarkerFilter({3: 0}, now_ms=5, retention_ms=10)
+    markers.data_batch(_data(2, 1), kept=False)
+    markers.hold()
+    assert markers.keep_marker(_marker(2, 3)) and markers.stamped == {3: 0}
+
+
 def test_a_stamp_is_dropped_once_the_transaction_has_data_again() -> None:
     # A stamp names an offset; if that marker's transaction kept data after all (the
     # aborted set was not known), the marker stays and the stamp is forgotten.
