@@ -143,7 +143,7 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
     log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
     assert _markers(log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
     # The danger the snapshot deletion is for: one taken while C was open.
-    assert any(at["c_first"] < o <= at["c_marker"] for o in log.snapshot_offsets)
+    danger = max(o for o in log.snapshot_offsets if at["c_first"] < o <= at["c_marker"])
     log.close()
 
     clock.now += RETENTION_MS / 1000 - 1
@@ -159,12 +159,17 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
     assert b"b" in _values(log) and b"c1" not in _values(log) and b"open" in _values(log)
     assert all(o > at["c_marker"] for o in log.snapshot_offsets)
     assert all(TransactionIndex(p).entries() == [] for p in directory.glob("*.txnindex"))
+    assert danger in [s.base_offset for s in log.segments]
     log.close()
-    for unclean in (False, True):  # from the newest snapshot, then from the log start
-        if unclean:
+    # Reloads: from the newest snapshot; after a crash whose recovery rescans from
+    # the segment at ``danger`` (a load replays from the newest snapshot at or below
+    # it: it was that one); with no snapshot at all.
+    for mode in ("clean", "crash", "no snapshot"):
+        if mode == "no snapshot":
             for path in directory.glob("*.snapshot"):
                 path.unlink()
-        reopened = _open(directory, CONFIG, clean_shutdown=not unclean)
+        reopened = _open(directory, CONFIG, clean_shutdown=mode != "crash",
+                         recovery_point=danger)
         assert reopened.transactions.ongoing == {13: at["open"]}
         assert reopened.last_stable_offset == at["open"]
         assert reopened.transactions.aborted == []
