@@ -27,9 +27,10 @@ pass removes it, so a consumer that read the transaction's records has that long
 to read its marker too. Before such a rewrite is swapped in, the producer-state
 snapshots at or below the removed markers are deleted (a replay from one taken
 while the transaction was open would never meet its end), then the removed ABORT
-markers' transactions are forgotten (``forget_aborted``: the partition's memory)
-and their ``.txnindex`` entries dropped: a reader told of an aborted transaction
-whose marker is gone would skip its producer's records for ever after.
+markers' ``.txnindex`` entries are dropped and their transactions forgotten
+(``forget_aborted``: the partition's memory; after the file, so that a rebuild
+of that memory in between cannot bring them back): a reader told of an aborted
+transaction whose marker is gone would skip its producer's records for ever after.
 
 Records without a key cannot be superseded and are kept (Kafka refuses them
 on compacted topics at produce time; slog does not, so dropping them would
@@ -282,9 +283,9 @@ def _rewrite(plog: PartitionLog, segment: LogSegment, latest: Mapping[bytes, int
         return False
     if removed_markers:  # in this order (see the module's docstring)
         plog.delete_snapshots_through(max(removed_markers))
+        plog.remove_txn_entries(segment, removed_markers)
         if forget_aborted is not None:
             forget_aborted(removed_markers)
-        plog.remove_txn_entries(segment, removed_markers)
     if not out and not first:
         swapped = plog.replace_segment(segment, None)
     else:
