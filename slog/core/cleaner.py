@@ -88,8 +88,10 @@ class LogCleaner:
         self._time = time
         self._next_run = 0.0
         self._first_dirty: dict[Path, int] = {}  # per log directory
-        # Per log directory: marker offset -> when it may go (see MarkerFilter).
-        self._marker_horizons: dict[Path, dict[int, int]] = {}
+        # Per log directory: the log they were stamped in (a topic deleted and created
+        # again reuses the directory, not the offsets' markers) and marker offset ->
+        # when it may go (see MarkerFilter).
+        self._marker_horizons: dict[Path, tuple[PartitionLog, dict[int, int]]] = {}
 
     def is_due(self) -> bool:
         """Whether maybe_clean would run now (lets callers skip gathering its inputs)."""
@@ -132,7 +134,9 @@ class LogCleaner:
         dirty = [s for s in segments if s.base_offset >= first_dirty]
         total = sum(s.size for s in segments)
         now_ms = int(self._time() * 1000)
-        horizons = self._marker_horizons.get(plog.directory, {})
+        stamped_in, horizons = self._marker_horizons.get(plog.directory, (plog, {}))
+        if stamped_in is not plog:
+            horizons = {}
         # Markers past their horizon are a reason to clean on their own, or a log
         # that stopped being written to would keep them for ever.
         markers_due = any(h <= now_ms for h in horizons.values())
@@ -149,7 +153,7 @@ class LogCleaner:
                         forget_aborted, first=segment is segments[0]):
                 rewritten += 1
         self._first_dirty[plog.directory] = segments[-1].next_offset
-        self._marker_horizons[plog.directory] = markers.stamped
+        self._marker_horizons[plog.directory] = (plog, markers.stamped)
         log.info("cleaned %s: %d of %d segments rewritten, %d keys, %d markers removed",
                  plog.directory.name, rewritten, len(segments), len(latest),
                  markers.removed_count)

@@ -17,6 +17,7 @@ from slog.core.log_config import LogConfig
 from slog.core.records import BatchBuilder, build_batch, iter_decoded_batches
 from slog.core.segment import LogSegment
 from slog.core.transaction_index import AbortedBatches, AbortedTransaction, build_marker
+from slog.replication.partition import Partition
 from tests.transactions.test_txn_state_recovery import _append, _batch, _open
 
 RETENTION_MS = 60_000
@@ -95,9 +96,9 @@ def _values(log: PartitionLog) -> list[bytes | None]:
             if not h.is_control for r in records]
 
 
-def _filler(partition: object, count: int, tag: bytes) -> None:
+def _filler(partition: Partition, count: int, tag: bytes) -> None:
     for i in range(count):
-        _append(partition, build_batch([(tag + b"%d" % i, b"x" * 40, (), 1)]))  # type: ignore[arg-type]
+        _append(partition, build_batch([(tag + b"%d" % i, b"x" * 40, (), 1)]))
 
 
 def _written(directory: Path) -> dict[str, int]:
@@ -122,13 +123,11 @@ def _written(directory: Path) -> dict[str, int]:
     return at
 
 
-def _clean(directory: Path, cleaner: LogCleaner) -> list[AbortedTransaction]:
-    """One pass over the reopened partition; the aborted transactions it still knows."""
-    partition = _open(directory, CONFIG, clean_shutdown=True)
+def _clean(partition: Partition, cleaner: LogCleaner) -> list[AbortedTransaction]:
+    """One pass over the partition; the aborted transactions it still knows."""
     cleaner.clean(partition.log, partition.last_stable_offset, force=True,
                   aborted=AbortedBatches(partition.transactions.aborted),
                   forget_aborted=partition.transactions.forget_markers)
-    partition.log.close()
     return list(partition.transactions.aborted)
 
 
@@ -138,23 +137,21 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
     at = _written(directory)
     clock = _Clock()
     cleaner = LogCleaner(time=clock)
-    stamped = _clean(directory, cleaner)  # stamps A's and C's markers
+    partition = _open(directory, CONFIG, clean_shutdown=True)
+    stamped = _clean(partition, cleaner)  # stamps A's and C's markers
     assert stamped == [AbortedTransaction(12, at["c_first"], at["c_marker"])]
-    log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
-    assert _markers(log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
+    assert _markers(partition.log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
     # The danger the snapshot deletion is for: one taken while C was open.
-    danger = max(o for o in log.snapshot_offsets if at["c_first"] < o <= at["c_marker"])
-    log.close()
+    danger = max(o for o in partition.log.snapshot_offsets
+                 if at["c_first"] < o <= at["c_marker"])
 
     clock.now += RETENTION_MS / 1000 - 1
-    assert _clean(directory, cleaner) == stamped
-    log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
-    assert _markers(log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
-    log.close()
+    assert _clean(partition, cleaner) == stamped
+    assert _markers(partition.log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
 
     clock.now += 1
-    assert _clean(directory, cleaner) == []  # forgotten before the marker went
-    log = PartitionLog.open(directory, CONFIG, clean_shutdown=True)
+    assert _clean(partition, cleaner) == []  # forgotten as the marker went
+    log = partition.log
     assert _markers(log) == [at["b_marker"]]
     assert b"b" in _values(log) and b"c1" not in _values(log) and b"open" in _values(log)
     assert all(o > at["c_marker"] for o in log.snapshot_offsets)
@@ -170,21 +167,40 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
                 path.unlink()
         reopened = _open(directory, CONFIG, clean_shutdown=mode != "crash",
                          recovery_point=danger)
+        assert _markers(reopened.log) == [at["b_marker"]]
         assert reopened.transactions.ongoing == {13: at["open"]}
         assert reopened.last_stable_offset == at["open"]
         assert reopened.transactions.aborted == []
         reopened.log.close()
 
 
+def test_stamps_are_not_carried_to_another_log_in_the_same_directory(tmp_path: Path
+                                                                     ) -> None:
+    # A topic deleted and created again reuses its directory, not its markers.
+    directory = tmp_path / "c-0"
+    at = _written(directory)
+    clock = _Clock()
+    cleaner = LogCleaner(time=clock)
+    partition = _open(directory, CONFIG, clean_shutdown=True)
+    _clean(partition, cleaner)
+    partition.log.close()
+    clock.now += RETENTION_MS / 1000
+    reopened = _open(directory, CONFIG, clean_shutdown=True)
+    _clean(reopened, cleaner)  # stamps again
+    assert _markers(reopened.log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
+    reopened.log.close()
+
+
 def test_a_crash_before_the_swap_leaves_a_harmless_marker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The snapshots, the partition's memory and the .txnindex entry go before the
+    """The snapshots, the .txnindex entry and the partition's memory go before the
     swap: a crash then leaves C's marker without its entry, whose records are gone."""
     directory = tmp_path / "c-0"
     at = _written(directory)
     clock = _Clock()
     cleaner = LogCleaner(time=clock)
-    _clean(directory, cleaner)
+    partition = _open(directory, CONFIG, clean_shutdown=True)
+    _clean(partition, cleaner)
     clock.now += RETENTION_MS / 1000
     replace_segment = PartitionLog.replace_segment
 
@@ -195,8 +211,9 @@ def test_a_crash_before_the_swap_leaves_a_harmless_marker(
 
     monkeypatch.setattr(PartitionLog, "replace_segment", crash)
     with pytest.raises(OSError, match="before the swap"):
-        _clean(directory, cleaner)
+        _clean(partition, cleaner)
     monkeypatch.undo()
+    partition.log.abandon()
     assert all(TransactionIndex(p).entries() == [] for p in directory.glob("*.txnindex"))
     reopened = _open(directory, CONFIG)  # unclean: replays what recovery rescanned
     assert at["c_marker"] in _markers(reopened.log)

@@ -87,7 +87,7 @@ def _markers_removed(data_dir: Path) -> bool:
 def _check_compacted(broker: BrokerProcess, data_dir: Path, kept: list[str]) -> None:
     """Markers of T1 and T3 are gone, the others stay; both isolation levels read the
     latest committed value per key; the last stable offset is the high watermark."""
-    found = _control_offsets(data_dir)
+    found = wait_until(lambda: _control_offsets(data_dir), TIMEOUT_S, "a dump of the segments")
     assert found is not None and T2_MARKER in found and T4_MARKER in found
     assert T1_MARKER not in found and T3_MARKER not in found
     bootstrap = broker.bootstrap
