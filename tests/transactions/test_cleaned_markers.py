@@ -6,6 +6,7 @@ state a reload rebuilds (the broker-level test is in test_txn_restart.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -131,14 +132,36 @@ def _clean(partition: Partition, cleaner: LogCleaner) -> list[AbortedTransaction
     return list(partition.transactions.aborted)
 
 
-def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path: Path
-                                                                        ) -> None:
+class _Stamped(NamedTuple):
+    directory: Path
+    at: dict[str, int]
+    clock: _Clock
+    cleaner: LogCleaner
+    partition: Partition
+    aborted: list[AbortedTransaction]  # what the partition knew after the pass
+
+
+def _stamped(tmp_path: Path) -> _Stamped:
+    """The workload written, reopened and cleaned once: A's and C's markers stamped."""
     directory = tmp_path / "c-0"
     at = _written(directory)
     clock = _Clock()
     cleaner = LogCleaner(time=clock)
     partition = _open(directory, CONFIG, clean_shutdown=True)
-    stamped = _clean(partition, cleaner)  # stamps A's and C's markers
+    return _Stamped(directory, at, clock, cleaner, partition, _clean(partition, cleaner))
+
+
+def _assert_transactions_end(partition: Partition, at: dict[str, int]) -> None:
+    """Only the open transaction is open, no aborted one is known (its records are gone)."""
+    assert partition.transactions.ongoing == {13: at["open"]}
+    assert partition.last_stable_offset == at["open"]
+    assert partition.transactions.aborted == []
+    partition.log.close()
+
+
+def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path: Path
+                                                                        ) -> None:
+    directory, at, clock, cleaner, partition, stamped = _stamped(tmp_path)
     assert stamped == [AbortedTransaction(12, at["c_first"], at["c_marker"])]
     assert _markers(partition.log) == [at["a_marker"], at["b_marker"], at["c_marker"]]
     # The danger the snapshot deletion is for: one taken while C was open.
@@ -168,21 +191,13 @@ def test_markers_go_past_the_horizon_with_their_snapshots_and_txnindex(tmp_path:
         reopened = _open(directory, CONFIG, clean_shutdown=mode != "crash",
                          recovery_point=danger)
         assert _markers(reopened.log) == [at["b_marker"]]
-        assert reopened.transactions.ongoing == {13: at["open"]}
-        assert reopened.last_stable_offset == at["open"]
-        assert reopened.transactions.aborted == []
-        reopened.log.close()
+        _assert_transactions_end(reopened, at)
 
 
 def test_stamps_are_not_carried_to_another_log_in_the_same_directory(tmp_path: Path
                                                                      ) -> None:
     # A topic deleted and created again reuses its directory, not its markers.
-    directory = tmp_path / "c-0"
-    at = _written(directory)
-    clock = _Clock()
-    cleaner = LogCleaner(time=clock)
-    partition = _open(directory, CONFIG, clean_shutdown=True)
-    _clean(partition, cleaner)
+    directory, at, clock, cleaner, partition, _ = _stamped(tmp_path)
     partition.log.close()
     clock.now += RETENTION_MS / 1000
     reopened = _open(directory, CONFIG, clean_shutdown=True)
@@ -195,12 +210,7 @@ def test_a_crash_before_the_swap_leaves_a_harmless_marker(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The snapshots, the .txnindex entry and the partition's memory go before the
     swap: a crash then leaves C's marker without its entry, whose records are gone."""
-    directory = tmp_path / "c-0"
-    at = _written(directory)
-    clock = _Clock()
-    cleaner = LogCleaner(time=clock)
-    partition = _open(directory, CONFIG, clean_shutdown=True)
-    _clean(partition, cleaner)
+    directory, at, clock, cleaner, partition, _ = _stamped(tmp_path)
     clock.now += RETENTION_MS / 1000
     replace_segment = PartitionLog.replace_segment
 
@@ -218,7 +228,4 @@ def test_a_crash_before_the_swap_leaves_a_harmless_marker(
     reopened = _open(directory, CONFIG)  # unclean: replays what recovery rescanned
     assert at["c_marker"] in _markers(reopened.log)
     assert at["a_marker"] not in _markers(reopened.log)
-    assert reopened.transactions.aborted == []
-    assert reopened.transactions.ongoing == {13: at["open"]}
-    assert reopened.last_stable_offset == at["open"]
-    reopened.log.close()
+    _assert_transactions_end(reopened, at)
