@@ -72,6 +72,9 @@ LOG_FLUSH_CHECK_S = 1.0
 METADATA_STALE_S = 0.5
 # Kafka's log.flush.offset.checkpoint.interval.ms default.
 RECOVERY_CHECKPOINT_INTERVAL_S = 60.0
+# How long the cleaner waits for the event loop to take in removed markers (a loop that
+# does not answer is stopping: that log is skipped, its markers kept).
+CLEANER_HANDOFF_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -438,7 +441,20 @@ class Broker:
         stable = {key: p.last_stable_offset for key, p in partitions.items()}
         aborted = {key: p.transactions.aborted_batches()
                    for key, p in partitions.items() if p.transactions.aborted}
-        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, stable, aborted)
+        loop = asyncio.get_running_loop()
+
+        async def forget(key: tuple[str, int], markers: list[int]) -> None:
+            if (partition := self.replicas.partitions.get(key)) is not None:
+                partition.transactions.forget_markers(markers)
+
+        def forget_aborted(key: tuple[str, int], markers: list[int]) -> None:
+            # From the cleaner's thread: the partition's state belongs to the event
+            # loop, and must have forgotten the markers before the cleaner goes on.
+            asyncio.run_coroutine_threadsafe(forget(key, markers), loop).result(
+                CLEANER_HANDOFF_TIMEOUT_S)
+
+        await asyncio.to_thread(self.log_cleaner.maybe_clean, compacted, stable, aborted,
+                                forget_aborted)
 
     def start_background_tasks(self) -> None:
         self.wakeups.start()

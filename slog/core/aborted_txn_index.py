@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Collection
 from pathlib import Path
 from typing import NamedTuple
 
+from slog.core.checkpoint import write_atomically
 from slog.core.errors import SlogError, StorageError
 
 TXN_INDEX_SUFFIX = ".txnindex"
@@ -98,6 +100,18 @@ class TransactionIndex:
         for entry in entries:
             self.append(entry)
         self.flush()
+
+    def remove_markers(self, marker_offsets: Collection[int]) -> None:
+        """Drop the entries of the markers at ``marker_offsets`` (the cleaner removed
+        them). The file is replaced in one rename, not cut and refilled: a crash must
+        leave every entry or the kept ones, never lose the entry of a marker that stays."""
+        entries = self.entries()
+        kept = [e for e in entries if e.last_offset not in marker_offsets]
+        if len(kept) == len(entries):
+            return
+        self.close()  # the append descriptor would write to the replaced file
+        write_atomically(self.path, b"".join(encode_entry(e) for e in kept))
+        self._unsynced = False
 
     def flush(self) -> None:
         if self._unsynced and self.path.exists():

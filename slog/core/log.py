@@ -18,7 +18,7 @@ import os
 import shutil
 import threading
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -970,14 +970,14 @@ class PartitionLog:
             if cleaned is None:
                 if index == 0:
                     raise ValueError("the first segment cannot be dropped, only emptied")
-                # No .txnindex is lost: the cleaner keeps every ABORT marker, so a
-                # segment with entries never ends up empty.
+                # Its .txnindex goes with it: an emptied segment kept no ABORT marker.
                 old.delete()
                 del self._segments[index]
                 del self._bases[index]
                 return True
             old.close()
-            # The .txnindex stays: its entries name offsets, which cleaning keeps.
+            # The .txnindex stays: its entries name offsets, which cleaning keeps
+            # (those of removed markers went before: remove_txn_entries).
             for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 old.log_path.with_suffix(suffix).unlink(missing_ok=True)
             os.replace(cleaned, old.log_path)
@@ -991,6 +991,27 @@ class PartitionLog:
             segment.seal()
             self._segments[index] = segment
             return True
+
+    def remove_txn_entries(self, segment: LogSegment, marker_offsets: Collection[int]) -> None:
+        """Drop the ``.txnindex`` entries of ABORT markers the cleaner is about to
+        remove from ``segment``. Before the swap: an entry outliving its marker
+        would have read_committed readers skip its producer's later records, while
+        a marker outliving its entry (a crash in between) is harmless, its
+        transaction's records being gone already."""
+        with self._lock, self._disk_errors:
+            self._check_open()
+            segment.txn_index.remove_markers(marker_offsets)
+
+    def delete_snapshots_through(self, offset: int) -> None:
+        """Durably delete the producer-state snapshots at or below ``offset``. The
+        cleaner calls it before a rewrite without a marker at ``offset`` or below
+        is swapped in: a snapshot taken while that marker's transaction was open
+        would, once replayed from, leave it open for ever (the replay meets no
+        marker). Deleting first means a crash in between leaves the markers, and
+        a load without those snapshots replays from an older one or the log start."""
+        with self._lock, self._disk_errors:
+            self._check_open()
+            self._delete_snapshots(lambda o: o <= offset, durably=True)
 
     # ================================================================= producer state
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
 from slog.core.aborted_txn_index import AbortedTxn
@@ -203,6 +203,17 @@ class PartitionTransactions:
     def forget_below(self, log_start: int) -> None:
         """Aborted transactions wholly below the log start need no filtering any more."""
         self._drop_aborted(bisect.bisect_left(self._lasts, log_start))
+
+    def forget_markers(self, marker_offsets: Collection[int]) -> None:
+        """Forget the aborted transactions whose ABORT markers the cleaner removes. It
+        must happen before the removal shows: a reader told of an aborted transaction
+        skips its producer's batches until that producer's next ABORT marker, so with
+        the marker gone it would skip the producer's later committed records too."""
+        entries = [AbortedTxn(*t, stable) for t, stable in zip(self._aborted, self._stables,
+                                                                strict=True)
+                   if t.last_offset not in marker_offsets]
+        if len(entries) != len(self._aborted):
+            self.restore_aborted(entries)
 
     def clear(self) -> None:
         self.ongoing.clear()
