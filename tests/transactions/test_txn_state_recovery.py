@@ -117,6 +117,7 @@ def test_an_unclean_load_replays_from_the_snapshot_before_the_rescanned_segment(
     before = _state(partition)
     log = partition.log
     active_base = log.segments[-1].base_offset
+    log.latest_producer_snapshot()  # waits for the rolls' snapshot writes (a thread's)
     log.flush()
     log.abandon()  # a crash: no close, no snapshot at the log end
     reopened = _open(tmp_path / "t-0", recovery_point=active_base)
