@@ -201,6 +201,30 @@ def test_offsets_sent_in_a_transaction_commit_with_it(txn_broker: BrokerProcess)
         sorted(f"IN{i}" for i in range(10))
 
 
+def test_abort_right_after_produce_follows_a_commit(txn_broker: BrokerProcess) -> None:
+    """abort_transaction() with the records still unsent, just after a commit: the
+    AddPartitionsToTxn may be held until the commit completes, and the EndTxn behind
+    it must still find the transaction the client believes is open."""
+    bootstrap = txn_broker.bootstrap
+    _create(bootstrap, "tx-quick-abort", 2)
+    producer = _producer(bootstrap, "tx-quick-abort-1")
+    committed = []
+    # librdkafka sends no EndTxn when no AddPartitionsToTxn went out yet: a short pause
+    # lets it go out, to be held while the commit completes, in some rounds at least.
+    for round_, pause_s in enumerate((0, 0.001, 0.002, 0.003, 0.005, 0.001, 0.002)):
+        values = [f"c{round_}-{i}" for i in range(4)]
+        _transaction(producer, "tx-quick-abort", values, 2, commit=True)
+        committed += values
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce("tx-quick-abort", f"a{round_}-{i}".encode(), partition=i % 2)
+        time.sleep(pause_s)
+        producer.abort_transaction(TIMEOUT_S)  # raises on INVALID_TXN_STATE or fatal
+    _transaction(producer, "tx-quick-abort", ["last"], 2, commit=True)
+    assert _read(bootstrap, "tx-quick-abort", "read_committed", len(committed) + 1) == \
+        sorted([*committed, "last"])
+
+
 def test_a_transaction_past_its_timeout_is_aborted(txn_broker: BrokerProcess) -> None:
     bootstrap = txn_broker.bootstrap
     _create(bootstrap, "tx-timeout", 1)
