@@ -20,6 +20,8 @@
  * key=value pairs are librdkafka configuration properties.
  * Prints "records=N bytes=B seconds=S librdkafka=VERSION" on success (seconds: from
  * the first record produced, or the assignment, to the last acknowledged or read;
+ * produce and txn-produce add "started=T", when the clock started (CLOCK_MONOTONIC
+ * seconds, so concurrent producers' spans can be combined);
  * txn-produce adds "transactions=T commit_seconds=C", the time spent in
  * rd_kafka_commit_transaction, which includes flushing the transaction's records).
  * Build: cc -O2 rdkafka_perf.c -lrdkafka (benchmarks/broker.py does this itself).
@@ -117,6 +119,7 @@ static int produce(const char *bootstrap, const char *topic, int partitions, lon
         return 1;
     }
     printf("records=%lld bytes=%lld seconds=%.6f", count, count * (long long)size, seconds);
+    printf(" started=%.6f", started);
     if (per_txn)
         printf(" transactions=%lld commit_seconds=%.6f", transactions, committing);
     printf(" librdkafka=%s\n", rd_kafka_version_str());
