@@ -21,8 +21,9 @@ confluent-kafka's librdkafka) so the client's own loop is not the limit.
 * **concurrent producers** (``--producers 1,2,4``): the idempotent and the
   txn-1000 cases again with N ``rdkafka_perf`` processes at once (distinct
   transactional ids, the same topic, the records split between them), so each
-  ratio compares like with like at its N. records/s: all records over the span
-  from the first producer's first record to the last one's last acknowledgement.
+  ratio compares like with like at its N. They start together, once all are set
+  up (``init_transactions`` done); records/s: all records over the span from the
+  first producer's first record to the last one's last acknowledgement.
   One producer's transactions are a serial chain of replicated writes (latency,
   not work), so several producers' chains overlap. N=1 is the figure above.
 * **commit latency**: a confluent-kafka transactional producer writes 10 records
@@ -123,11 +124,17 @@ class Results:
 
 def run_perfs(cmds: list[list[str]], deadline: bench.Deadline) -> list[dict[str, str]]:
     """Run ``rdkafka_perf`` processes at once, each to completion; their ``key=value``
-    summary lines."""
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summary lines. Several start producing together, once all are set up."""
+    together = len(cmds) > 1
+    env = {**os.environ, "RDKAFKA_PERF_BARRIER": "1"} if together else None
+    procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE if together else None,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
              for cmd in cmds]
     outs = []
     try:
+        if together:
+            start_together(procs, deadline)
         for cmd, proc in zip(cmds, procs, strict=True):
             try:
                 stdout, stderr = proc.communicate(timeout=deadline.left())
@@ -144,6 +151,19 @@ def run_perfs(cmds: list[list[str]], deadline: bench.Deadline) -> list[dict[str,
                 proc.kill()
                 proc.wait()
     return outs
+
+
+def start_together(procs: list[subprocess.Popen[str]], deadline: bench.Deadline) -> None:
+    """Wait until every process said "ready", then let them all go."""
+    for proc in procs:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":  # an early exit: its error follows
+            return
+        deadline.check()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()  # communicate() closes it
 
 
 def run_perf(cmd: list[str], deadline: bench.Deadline) -> dict[str, str]:
