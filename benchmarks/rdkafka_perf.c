@@ -17,9 +17,13 @@
  * consume: assigns partitions 0..PARTITIONS-1 at offset 0 (no group
  *          protocol) and reads until COUNT records arrived; fails on a
  *          consumer error or when no record arrives for 30 s.
- * key=value pairs are librdkafka configuration properties.
+ * key=value pairs are librdkafka configuration properties. With RDKAFKA_PERF_BARRIER
+ * set in the environment, produce and txn-produce print "ready" once set up
+ * (after init_transactions) and start when a line arrives on stdin.
  * Prints "records=N bytes=B seconds=S librdkafka=VERSION" on success (seconds: from
  * the first record produced, or the assignment, to the last acknowledged or read;
+ * produce and txn-produce add "started=T", when the clock started (CLOCK_MONOTONIC
+ * seconds, so concurrent producers' spans can be combined);
  * txn-produce adds "transactions=T commit_seconds=C", the time spent in
  * rd_kafka_commit_transaction, which includes flushing the transaction's records).
  * Build: cc -O2 rdkafka_perf.c -lrdkafka (benchmarks/broker.py does this itself).
@@ -86,6 +90,13 @@ static int produce(const char *bootstrap, const char *topic, int partitions, lon
         value[i] = "0123456789abcdefghijklmnopqrstuvwxyz"[i % 36];
     if (per_txn)
         check("init_transactions", rd_kafka_init_transactions(rk, 60000));
+    if (getenv("RDKAFKA_PERF_BARRIER")) {
+        /* Concurrent producers start together: say so, then wait for a line. */
+        printf("ready\n");
+        fflush(stdout);
+        if (fgetc(stdin) == EOF)
+            die("barrier", "stdin closed before the start");
+    }
     long long transactions = 0;
     double committing = 0, started = now_s();
     for (long long i = 0; i < count; i++) {
@@ -117,6 +128,7 @@ static int produce(const char *bootstrap, const char *topic, int partitions, lon
         return 1;
     }
     printf("records=%lld bytes=%lld seconds=%.6f", count, count * (long long)size, seconds);
+    printf(" started=%.6f", started);
     if (per_txn)
         printf(" transactions=%lld commit_seconds=%.6f", transactions, committing);
     printf(" librdkafka=%s\n", rd_kafka_version_str());

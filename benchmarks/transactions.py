@@ -18,6 +18,14 @@ confluent-kafka's librdkafka) so the client's own loop is not the limit.
   AddPartitionsToTxn requests per transaction (the brokers' SIGUSR1 request
   counters): above 1 when the producer's next transaction is answered
   CONCURRENT_TRANSACTIONS while the previous one's markers are still written.
+* **concurrent producers** (``--producers 1,2,4``): the idempotent and the
+  txn-1000 cases again with N ``rdkafka_perf`` processes at once (distinct
+  transactional ids, the same topic, the records split between them), so each
+  ratio compares like with like at its N. They start together, once all are set
+  up (``init_transactions`` done); records/s: all records over the span from the
+  first producer's first record to the last one's last acknowledgement.
+  One producer's transactions are a serial chain of replicated writes (latency,
+  not work), so several producers' chains overlap. N=1 is the figure above.
 * **commit latency**: a confluent-kafka transactional producer writes 10 records
   to each of the 3 partitions (their leaders are printed: placement spreads them
   over the brokers, so the markers go to all three), waits until they are
@@ -54,6 +62,7 @@ Usage::
 
     python benchmarks/transactions.py [--quick] [--runs N] [--records N] [--commits N]
         [--consume-runs N] [--lone-writes N] [--write-caching false,true]
+        [--producers 1[,N...]]
         [--base-port PORT] [--timeout S] [--dir PARENT] [--json FILE]
 """
 
@@ -100,7 +109,8 @@ class Results:
     load_start: tuple[float, ...] = ()
     load_end: tuple[float, ...] = ()
     records: int = 0
-    # Keyed by write caching ("false" / "true"), then as said.
+    # Keyed by write caching ("false" / "true"), then as said. A case run by N > 1
+    # producers at once is named with " xN" (see ``case_name``).
     produce: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # case -> rec/s
     add_partitions: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # per txn
     commit_ms: dict[str, list[float]] = field(default_factory=dict)  # commit() -> LSO passed
@@ -112,17 +122,52 @@ class Results:
 # ------------------------------------------------------------------ clients
 
 
-def run_perf(cmd: list[str], deadline: bench.Deadline) -> dict[str, str]:
-    """Run ``rdkafka_perf`` to completion; its ``key=value`` summary line."""
+def run_perfs(cmds: list[list[str]], deadline: bench.Deadline) -> list[dict[str, str]]:
+    """Run ``rdkafka_perf`` processes at once, each to completion; their ``key=value``
+    summary lines. Several start producing together, once all are set up."""
+    together = len(cmds) > 1
+    env = {**os.environ, "RDKAFKA_PERF_BARRIER": "1"} if together else None
+    procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE if together else None,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+             for cmd in cmds]
+    outs = []
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=deadline.left(),
-                              check=False)
-    except subprocess.TimeoutExpired:
-        raise bench.BenchTimeout(f"rdkafka_perf {cmd[1]} did not finish in time") from None
-    if done.returncode != 0:
-        raise RuntimeError(f"rdkafka_perf {cmd[1]} failed ({done.returncode}): "
-                           f"{done.stderr[-2000:]}")
-    return dict(item.split("=", 1) for item in done.stdout.split())
+        if together:
+            start_together(procs, deadline)
+        for cmd, proc in zip(cmds, procs, strict=True):
+            try:
+                stdout, stderr = proc.communicate(timeout=deadline.left())
+            except subprocess.TimeoutExpired:
+                raise bench.BenchTimeout(f"rdkafka_perf {cmd[1]} did not finish in time"
+                                         ) from None
+            if proc.returncode != 0:
+                raise RuntimeError(f"rdkafka_perf {cmd[1]} failed ({proc.returncode}): "
+                                   f"{stderr[-2000:]}")
+            outs.append(dict(item.split("=", 1) for item in stdout.split()))
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return outs
+
+
+def start_together(procs: list[subprocess.Popen[str]], deadline: bench.Deadline) -> None:
+    """Wait until every process said "ready", then let them all go."""
+    for proc in procs:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":  # an early exit: its error follows
+            return
+        deadline.check()
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()  # communicate() closes it
+
+
+def run_perf(cmd: list[str], deadline: bench.Deadline) -> dict[str, str]:
+    return run_perfs([cmd], deadline)[0]
 
 
 def create_topic(cluster: Cluster, topic: str, deadline: bench.Deadline) -> None:
@@ -138,40 +183,69 @@ def delete_topic(cluster: Cluster, topic: str) -> None:
         admin.delete_topics([topic])
 
 
+def produce_command(perf: Path, cluster: Cluster, topic: str, records: int, per_txn: int,
+                    transactional_id: str) -> list[str]:
+    if per_txn:
+        config = {**IDEMPOTENT, "transactional.id": transactional_id}
+        return [str(perf), "txn-produce", cluster.bootstrap, topic, str(PARTITIONS),
+                str(records), str(VALUE_SIZE), str(per_txn), *key_values(config)]
+    return [str(perf), "produce", cluster.bootstrap, topic, str(PARTITIONS), str(records),
+            str(VALUE_SIZE), *key_values(IDEMPOTENT)]
+
+
 def produce(perf: Path, cluster: Cluster, topic: str, records: int, per_txn: int,
             deadline: bench.Deadline) -> dict[str, str]:
-    if per_txn:
-        config = {**IDEMPOTENT, "transactional.id": f"bench-{topic}"}
-        cmd = [str(perf), "txn-produce", cluster.bootstrap, topic, str(PARTITIONS),
-               str(records), str(VALUE_SIZE), str(per_txn), *key_values(config)]
-    else:
-        cmd = [str(perf), "produce", cluster.bootstrap, topic, str(PARTITIONS), str(records),
-               str(VALUE_SIZE), *key_values(IDEMPOTENT)]
-    return run_perf(cmd, deadline)
+    return run_perf(produce_command(perf, cluster, topic, records, per_txn, f"bench-{topic}"),
+                    deadline)
+
+
+def produce_concurrently(perf: Path, cluster: Cluster, topic: str, records: int,
+                         per_txn: int, producers: int, deadline: bench.Deadline
+                         ) -> tuple[float, int]:
+    """``producers`` processes share ``records``: records/s over their combined span
+    (first start to last end) and the transactions committed."""
+    cmds = [produce_command(perf, cluster, topic, records // producers, per_txn,
+                            f"bench-{topic}-{n}") for n in range(producers)]
+    outs = run_perfs(cmds, deadline)
+    started = min(float(out["started"]) for out in outs)
+    ended = max(float(out["started"]) + float(out["seconds"]) for out in outs)
+    return (sum(int(out["records"]) for out in outs) / (ended - started),
+            sum(int(out.get("transactions", 0)) for out in outs))
+
+
+def case_name(case: str, producers: int) -> str:
+    return case if producers == 1 else f"{case} x{producers}"
+
+
+def cases(producers: list[int]) -> list[tuple[str, int, int]]:
+    """(name, records per transaction, producers): every case with one producer; the
+    idempotent and txn-1000 ones again with each larger number."""
+    one = [(case, per_txn, 1) for case, per_txn in PRODUCE_CASES.items()]
+    return one + [(case_name(case, n), PRODUCE_CASES[case], n) for n in producers if n > 1
+                  for case in ("idempotent", "txn-1000")]
 
 
 # ------------------------------------------------------------------ measurements
 
 
 def measure_produce(perf: Path, clusters: dict[str, Cluster], records: int, runs: int,
-                    results: Results, deadline: bench.Deadline) -> None:
+                    producers: list[int], results: Results, deadline: bench.Deadline) -> None:
     print(f"produce: {records:,} records of {VALUE_SIZE} B ({records // 10:,} at 100 per "
-          f"transaction), {PARTITIONS} partitions, RF {BROKERS}, acks=all; {runs} rounds",
-          flush=True)
+          f"transaction), {PARTITIONS} partitions, RF {BROKERS}, acks=all; {runs} rounds; "
+          f"producers at once: {', '.join(map(str, producers))}", flush=True)
     for run in range(runs):
         for caching, cluster in clusters.items():
-            for case, per_txn in PRODUCE_CASES.items():
-                topic = f"produce-{case}-{run}"
+            for case, per_txn, n in cases(producers):
+                topic = f"produce-{case.replace(' ', '-')}-{run}"
                 create_topic(cluster, topic, deadline)
                 count = records // 10 if per_txn == 100 else records
                 requests = cluster.counters().get(ADD_PARTITIONS, 0)
-                out = produce(perf, cluster, topic, count, per_txn, deadline)
-                rate = int(out["records"]) / float(out["seconds"])
+                rate, transactions = produce_concurrently(perf, cluster, topic, count, per_txn,
+                                                          n, deadline)
                 results.produce.setdefault(caching, {}).setdefault(case, []).append(rate)
-                line = (f"  round {run + 1} write.caching={caching:<5} {case:>10}: "
+                line = (f"  round {run + 1} write.caching={caching:<5} {case:>13}: "
                         f"{rate:>9,.0f} records/s")
                 if per_txn:
-                    transactions = int(out["transactions"])
                     per = (cluster.counters().get(ADD_PARTITIONS, 0) - requests) / transactions
                     results.add_partitions.setdefault(caching, {}).setdefault(case, []).append(
                         per)
@@ -315,6 +389,11 @@ def describe_latency(results: Results, caching: str) -> str:
     return "; ".join(parts) or "no latencies measured"
 
 
+def idempotent_peer(case: str) -> str:
+    """The idempotent case run by as many producers as ``case``."""
+    return " ".join(["idempotent", *case.split(" ")[1:]])
+
+
 def figures(results: Results) -> dict[str, object]:
     def medians(samples: dict[str, list[float]]) -> dict[str, float]:
         return {k: statistics.median(v) for k, v in samples.items() if v}
@@ -324,9 +403,10 @@ def figures(results: Results) -> dict[str, object]:
     out: dict[str, object] = {**asdict(results), "produce_median": produce,
                               "consume_median": consume}
     out["produce_ratio"] = {
-        caching: {case: rate / rates["idempotent"] for case, rate in rates.items()
-                  if case != "idempotent"}
-        for caching, rates in produce.items() if "idempotent" in rates}
+        caching: {case: rate / rates[peer] for case, rate in rates.items()
+                  if not case.startswith("idempotent")
+                  and (peer := idempotent_peer(case)) in rates}
+        for caching, rates in produce.items()}
     if len(consume) == 2:
         out["consume_ratio"] = consume["read_committed"] / consume["read_uncommitted"]
     for name, samples in (("commit_ms", results.commit_ms),
@@ -350,9 +430,9 @@ def report(results: Results, json_path: Path | None) -> bool:
                                   *results.lone_write_ms]):
         print(f"  write.caching={caching}:")
         for case, rate in produce.get(caching, {}).items():
-            print(f"    produce {case:>10}: {rate:>10,.0f} records/s (median)")
+            print(f"    produce {case:>13}: {rate:>10,.0f} records/s (median)")
         for case, ratio in ratios.get(caching, {}).items():
-            print(f"    {case} / idempotent: {ratio:.2f}x")
+            print(f"    {case} / {idempotent_peer(case)}: {ratio:.2f}x")
         print(f"    {describe_latency(results, caching)}")
     # The goals hold for slog's defaults (write.caching=false).
     if "txn-1000" in ratios.get("false", {}):
@@ -393,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-caching", default="false,true",
                         help="the brokers' write.caching.default values to compare, "
                              "comma-separated (default false,true); consume runs on the first")
+    parser.add_argument("--producers", default="1",
+                        help="numbers of producers at once for the idempotent and txn-1000 "
+                             "cases, comma-separated (default 1; e.g. 1,2,4)")
     bench_cluster.add_base_port_option(parser)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
@@ -404,6 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     variants = list(dict.fromkeys(v.strip().lower() for v in args.write_caching.split(",")))
     if not variants or not set(variants) <= {"false", "true"}:
         parser.error("--write-caching takes false, true or false,true")
+    try:
+        producers = sorted({int(n) for n in args.producers.split(",")} | {1})
+    except ValueError:
+        parser.error("--producers takes numbers, comma-separated")
+    if producers[0] < 1 or records // producers[-1] < 1000:
+        parser.error("--producers: each producer needs at least 1 and 1,000 records")
     deadline, root = bench.start_run(args, "slog-transactions-bench-")
     results = Results(load_start=os.getloadavg(), records=records)
     print(f"transactions benchmark: {BROKERS} brokers, load average "
@@ -421,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
                 stack.enter_context(running(cluster))
                 cluster.up(deadline)
                 clusters[caching] = cluster
-            measure_produce(perf, clusters, records, runs, results, deadline)
+            measure_produce(perf, clusters, records, runs, producers, results, deadline)
             measure_latencies(clusters, commits, lone_writes, results, stack, deadline)
             measure_consume(perf, clusters[variants[0]], records, consume_runs, results,
                             deadline)

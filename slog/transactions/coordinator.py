@@ -9,7 +9,8 @@ then written to every partition of the transaction (``MarkerWriter``, the
 broker's WriteTxnMarkers sender) and CompleteCommit/CompleteAbort recorded.
 An AddPartitionsToTxn (or AddOffsetsToTxn) that arrives while the previous
 transaction of its id is still being completed waits for that, briefly, instead of
-being answered CONCURRENT_TRANSACTIONS at once.
+being answered CONCURRENT_TRANSACTIONS at once; its Ongoing record is then
+written in one batch with the Complete* record, one replication wait for both.
 A new leader of a state partition replays it and finishes the transactions it
 finds prepared; open transactions past their timeout are aborted at a bumped
 epoch, which fences their producer.
@@ -89,6 +90,18 @@ def partition_for(transactional_id: str, partitions: int) -> int:
     return java_abs(java_string_hash(transactional_id)) % partitions
 
 
+@dataclass
+class HeldAdd:
+    """An AddPartitionsToTxn waiting for its id's previous transaction to complete;
+    the completion writes its Ongoing record too. ``done`` says whether it did."""
+
+    producer_id: int
+    producer_epoch: int
+    partitions: set[TopicPartition]
+    done: asyncio.Future[bool]
+    taken: bool = False  # the completion is writing it
+
+
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, txn_log: TransactionLog, markers: MarkerWriter,
                  next_producer_id: Callable[[], int], wall_ms: Callable[[], int]):
@@ -102,6 +115,7 @@ class TransactionCoordinator:
         self.loading: dict[int, asyncio.Task[None] | None] = {}  # None: not started yet
         self._tasks: set[asyncio.Task[None]] = set()
         self._completing: dict[str, asyncio.Task[None]] = {}  # id -> markers, Complete*
+        self._held: dict[str, HeldAdd] = {}  # id -> its next AddPartitionsToTxn
 
     # -- placement and ownership ---------------------------------------------------------
     def partition_of(self, transactional_id: str) -> int:
@@ -174,14 +188,16 @@ class TransactionCoordinator:
                 self._complete(txn_id, meta)
 
     # -- persistence --------------------------------------------------------------------
-    async def _write(self, meta: TransactionMetadata, transit: TxnTransit) -> None:
-        """Append ``transit`` for ``meta``, wait for the ISR, apply it; on failure the
-        metadata is unchanged and the error (NOT_COORDINATOR, ...) raised."""
+    async def _write(self, meta: TransactionMetadata, *transits: TxnTransit) -> None:
+        """Append ``transits`` for ``meta`` in one batch, wait for the ISR, apply the
+        last; on failure the metadata is unchanged and the error (NOT_COORDINATOR, ...)
+        raised."""
         partition = self.partition_of(meta.transactional_id)
         builder = BatchBuilder()
-        # Dead: the id expired; its tombstone lets compaction forget it.
-        value = None if transit.state is TransactionState.DEAD else encode_value(transit)
-        builder.append(encode_key(meta.transactional_id), value)
+        for transit in transits:
+            # Dead: the id expired; its tombstone lets compaction forget it.
+            value = None if transit.state is TransactionState.DEAD else encode_value(transit)
+            builder.append(encode_key(meta.transactional_id), value)
         try:
             if partition not in self.owned:
                 raise TransactionError(ErrorCode.not_coordinator, "no longer the coordinator")
@@ -193,7 +209,7 @@ class TransactionCoordinator:
         if self.transactions.get(meta.transactional_id) is not meta:
             meta.abandon()  # unloaded meanwhile: the new coordinator replays the record
             raise TransactionError(ErrorCode.not_coordinator, "no longer the coordinator")
-        meta.complete(transit)
+        meta.complete(transits[-1])
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(work)
@@ -211,17 +227,61 @@ class TransactionCoordinator:
     def _completed(self, transactional_id: str, task: asyncio.Task[None]) -> None:
         if self._completing.get(transactional_id) is task:
             del self._completing[transactional_id]
+            held = self._held.pop(transactional_id, None)
+            if held is not None and not held.done.done():
+                held.done.set_result(False)  # not written: it goes the usual way
 
-    async def _after_completion(self, transactional_id: str) -> None:
+    async def _added_on_completion(self, transactional_id: str, producer_id: int,
+                                   producer_epoch: int, partitions: set[TopicPartition]
+                                   ) -> bool:
         """Wait (up to ``completion_wait_ms``) for the previous transaction of this id to
-        be completed. A producer begins its next transaction as soon as EndTxn is
-        answered, before the markers are written; answering its AddPartitionsToTxn
-        CONCURRENT_TRANSACTIONS makes it retry every ~20 ms (librdkafka) until the
-        Complete* record is in, which costs a transaction up to a retry interval and
-        the coordinator a request per retry. Waiting here answers as the retry would."""
+        be completed, and have the completion write these partitions' Ongoing record
+        with its Complete* one; True if it did. A producer begins its next transaction
+        as soon as EndTxn is answered, before the markers are written; answering its
+        AddPartitionsToTxn CONCURRENT_TRANSACTIONS makes it retry every ~20 ms
+        (librdkafka) until the Complete* record is in, which costs a transaction up to
+        a retry interval and the coordinator a request per retry. Waiting answers as
+        the retry would, and sharing the write saves a replication round trip."""
         task = self._completing.get(transactional_id)
-        if task is not None:
-            await asyncio.wait({task}, timeout=self.config.completion_wait_ms / 1000)
+        if task is None:
+            return False
+        timeout_s = self.config.completion_wait_ms / 1000
+        meta = self.transactions.get(transactional_id)
+        held = self._held.get(transactional_id)
+        if meta is None or (meta.producer_id, meta.producer_epoch) != (producer_id,
+                                                                       producer_epoch):
+            return False  # not the producer of this transaction: its error is answered
+        if held is not None and (held.taken or (held.producer_id, held.producer_epoch) !=
+                                 (producer_id, producer_epoch)):
+            await asyncio.wait({task}, timeout=timeout_s)  # too late to share its write
+            return False
+        if held is None:
+            held = HeldAdd(producer_id, producer_epoch, set(partitions),
+                           asyncio.get_running_loop().create_future())
+            self._held[transactional_id] = held
+        else:
+            held.partitions |= partitions
+        try:
+            return await asyncio.wait_for(asyncio.shield(held.done), timeout_s)
+        except TimeoutError:
+            if not held.taken:  # still waiting for the markers: CONCURRENT_TRANSACTIONS
+                if self._held.get(transactional_id) is held:
+                    del self._held[transactional_id]
+                return False
+            return await held.done  # its write is under way
+
+    async def _write_completion(self, meta: TransactionMetadata) -> None:
+        """Every marker is written: Complete*, and with it the Ongoing record of the
+        next transaction if its AddPartitionsToTxn is waiting."""
+        held = self._held.get(meta.transactional_id)
+        now = self._wall_ms()
+        if held is None or (held.producer_id, held.producer_epoch) != (meta.producer_id,
+                                                                       meta.producer_epoch):
+            await self._write(meta, meta.prepare_complete(now))
+            return
+        held.taken = True
+        await self._write(meta, *meta.prepare_complete_and_add(held.partitions, now))
+        held.done.set_result(True)
 
     # -- InitProducerId -----------------------------------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int,
@@ -285,7 +345,9 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int,
                              producer_epoch: int, partitions: set[TopicPartition]) -> None:
-        await self._after_completion(transactional_id)
+        if await self._added_on_completion(transactional_id, producer_id, producer_epoch,
+                                           partitions):
+            return
         meta = self._current(transactional_id, producer_id, producer_epoch)
         if meta.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT):
             raise TransactionError(ErrorCode.concurrent_transactions,
@@ -336,7 +398,7 @@ class TransactionCoordinator:
                 if remaining:
                     await asyncio.sleep(MARKER_RETRY_S)
             if self.transactions.get(transactional_id) is meta:
-                await self._write(meta, meta.prepare_complete(self._wall_ms()))
+                await self._write_completion(meta)
         except KafkaApiError as exc:
             log.info("completing the transaction of %s stopped: %s", transactional_id, exc)
         except Exception:

@@ -3,6 +3,8 @@
 A change is prepared (``prepare_*`` returns the :class:`TxnTransit` to write
 to ``__transaction_state`` and marks the metadata pending), then either
 completed once the record is replicated or abandoned when the write failed.
+One change may be two transitions written in one batch (a completion and the
+next transaction's start): the metadata is pending on the second.
 While a change is pending, other requests for the id are answered
 CONCURRENT_TRANSACTIONS, as Kafka's ``pendingState`` does.
 """
@@ -204,3 +206,18 @@ class TransactionMetadata:
                                    f"{self.transactional_id} is not ending a transaction")
         return self._prepare(replace(self.snapshot(), state=state, partitions=frozenset(),
                                      update_ms=now_ms))
+
+    def prepare_complete_and_add(self, partitions: Iterable[TopicPartition], now_ms: int
+                                 ) -> tuple[TxnTransit, TxnTransit]:
+        """Every marker is written and the producer's next AddPartitionsToTxn is waiting:
+        CompleteCommit/CompleteAbort, then Ongoing from it, each checked as its own
+        transition; both are written together and the metadata ends Ongoing."""
+        complete = self.prepare_complete(now_ms)
+        completed = replace(self, pending=None)
+        completed.load(complete)
+        try:
+            begin = completed.prepare_add_partitions(partitions, now_ms)
+        finally:
+            self.pending = None
+        self.pending = begin
+        return complete, begin

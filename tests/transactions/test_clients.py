@@ -4,6 +4,7 @@ in a transaction, timeouts, and markers written by leaders on other brokers."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterable
@@ -199,6 +200,45 @@ def test_offsets_sent_in_a_transaction_commit_with_it(txn_broker: BrokerProcess)
     assert committed_offset() == 10
     assert _read(bootstrap, "tx-out", "read_committed", 10) == \
         sorted(f"IN{i}" for i in range(10))
+
+
+def test_abort_right_after_produce_follows_a_commit(txn_broker: BrokerProcess) -> None:
+    """abort_transaction() with the records still unsent, just after a commit: the
+    AddPartitionsToTxn may be held until the commit completes, and the EndTxn behind
+    it must still find the transaction the client believes is open."""
+    bootstrap = txn_broker.bootstrap
+    _create(bootstrap, "tx-quick-abort", 2)
+    client_log = _ClientLog()
+    producer = _producer(bootstrap, "tx-quick-abort-1", debug="eos", logger=client_log)
+    committed = []
+    # librdkafka sends no EndTxn when no AddPartitionsToTxn went out yet: a short pause
+    # lets it go out, to be held while the commit completes, in some rounds at least.
+    for round_, pause_s in enumerate((0, 0.001, 0.002, 0.003, 0.005, 0.001, 0.002, 0.02)):
+        values = [f"c{round_}-{i}" for i in range(4)]
+        _transaction(producer, "tx-quick-abort", values, 2, commit=True)
+        committed += values
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce("tx-quick-abort", f"a{round_}-{i}".encode(), partition=i % 2)
+        time.sleep(pause_s)
+        producer.abort_transaction(TIMEOUT_S)  # raises on INVALID_TXN_STATE or fatal
+    _transaction(producer, "tx-quick-abort", ["last"], 2, commit=True)
+    producer.poll(0)  # serves the client's log
+    assert any("EndTxn returned NO_ERROR in state AbortingTransaction" in line
+               for line in client_log.lines), "no abort reached the coordinator"
+    assert _read(bootstrap, "tx-quick-abort", "read_committed", len(committed) + 1) == \
+        sorted([*committed, "last"])
+
+
+class _ClientLog(logging.Logger):
+    """librdkafka's log lines (confluent-kafka's ``logger`` setting)."""
+
+    def __init__(self) -> None:
+        super().__init__("librdkafka")
+        self.lines: list[str] = []
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: Any) -> None:
+        self.lines.append(str(msg) % args if args else str(msg))
 
 
 def test_a_transaction_past_its_timeout_is_aborted(txn_broker: BrokerProcess) -> None:

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from slog.core.kafka_errors import ErrorCode
+from slog.core.records import iter_decoded_batches
 from slog.transactions.coordinator import TransactionCoordinator, TxnConfig
 from slog.transactions.metadata import TopicPartition, TransactionError, TransactionState
+from slog.transactions.records import decode_value
 from tests.groups.local_log import LocalOffsetsLog
 
 S = TransactionState
@@ -219,6 +221,61 @@ def test_add_partitions_waits_for_a_completion_only_so_long(tmp_path: Path) -> N
         assert c.transactions["tx"].state is S.ONGOING
 
     run(tmp_path, scenario, refusals=8)
+
+
+def test_a_held_add_is_written_with_the_completion_and_loads_after_failover(
+        tmp_path: Path) -> None:
+    markers, clock = RecordingMarkers(refusals=2), Clock()  # markers take 0.2 s
+    first, log = _coordinator(tmp_path, markers, clock, [100])
+
+    async def before_failover() -> None:
+        await _loaded(first)
+        await _open_transaction(first)
+        await first.end_transaction("tx", 100, 0, commit=True)
+        appended = log.logs[0].log_end_offset
+        # Held until the markers are in, then one append of CompleteCommit + Ongoing.
+        await first.add_partitions("tx", 100, 0, {("t", 1)})
+        meta = first.transactions["tx"]
+        assert (meta.state, meta.partitions) == (S.ONGOING, {("t", 1)})
+        chunk, _ = log.read(0, appended)
+        batches = list(iter_decoded_batches(chunk))
+        assert len(batches) == 1
+        assert [decode_value(bytes(r.value or b"")).state for r in batches[0][2]] == \
+            [S.COMPLETE_COMMIT, S.ONGOING]
+        assert markers.written == [(100, 0, True, frozenset({("t", 0)}))]
+        first.on_resignation(0)
+        first.shutdown()
+
+    second = TransactionCoordinator(TxnConfig(partitions=1), log, markers, lambda: 999, clock)
+
+    async def after_failover() -> None:
+        await _loaded(second)
+        meta = second.transactions["tx"]
+        assert (meta.state, meta.partitions, meta.pending) == (S.ONGOING, {("t", 1)}, None)
+        await second.end_transaction("tx", 100, 0, commit=False)
+        await _settled(second)
+        assert second.transactions["tx"].state is S.COMPLETE_ABORT
+        assert markers.written[-1] == (100, 0, False, frozenset({("t", 1)}))
+        second.shutdown()
+
+    with contextlib.closing(log):
+        asyncio.run(before_failover())
+        asyncio.run(after_failover())
+
+
+def test_a_held_add_of_a_fenced_producer_is_not_written_with_the_completion(
+        tmp_path: Path) -> None:
+    async def scenario(c: TransactionCoordinator, markers: RecordingMarkers,
+                       clock: Clock) -> None:
+        await _open_transaction(c)
+        await c.end_transaction("tx", 100, 0, commit=True)
+        with pytest.raises(TransactionError) as raised:  # another epoch: answered at once
+            await c.add_partitions("tx", 100, 1, {("t", 1)})
+        assert _code(raised) is ErrorCode.producer_fenced
+        await c.add_partitions("tx", 100, 0, {("t", 1)})
+        assert c.transactions["tx"].state is S.ONGOING
+
+    run(tmp_path, scenario, refusals=2)
 
 
 def test_a_new_coordinator_loads_the_state_and_finishes_prepared_transactions(

@@ -57,6 +57,29 @@ def test_a_pending_change_makes_others_wait() -> None:
     assert meta.state is S.ONGOING and meta.pending is None
 
 
+@pytest.mark.parametrize("commit", [True, False])
+def test_a_completion_and_the_next_start_are_two_transitions_in_one_change(
+        commit: bool) -> None:
+    meta = _ongoing()
+    _apply(meta, meta.prepare_end(commit=commit, now_ms=3))
+    complete, begin = meta.prepare_complete_and_add({("t", 1)}, now_ms=7)
+    assert complete.state is (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT)
+    assert not complete.partitions
+    assert (begin.state, begin.partitions, begin.start_ms) == (S.ONGOING, {("t", 1)}, 7)
+    assert meta.state is (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT)  # not applied
+    assert meta.pending == begin
+    _apply(meta, begin)
+    assert meta.state is S.ONGOING and meta.partitions == {("t", 1)}
+
+
+def test_only_a_prepared_transaction_completes_with_the_next_start() -> None:
+    meta = _ongoing()
+    with pytest.raises(TransactionError) as raised:
+        meta.prepare_complete_and_add({("t", 1)}, now_ms=4)
+    assert raised.value.code is ErrorCode.invalid_txn_state
+    assert meta.pending is None and meta.state is S.ONGOING
+
+
 @pytest.mark.parametrize("state", [S.EMPTY, S.COMPLETE_ABORT, S.PREPARE_COMMIT])
 def test_ending_what_is_not_ongoing_is_an_invalid_state(state: TransactionState) -> None:
     meta = TransactionMetadata("tx", producer_id=7, producer_epoch=0, state=state)
