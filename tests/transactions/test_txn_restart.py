@@ -84,17 +84,22 @@ def _markers_removed(data_dir: Path) -> bool:
     return found is not None and T1_MARKER not in found and T3_MARKER not in found
 
 
-def _check_compacted(broker: BrokerProcess, data_dir: Path, kept: list[str]) -> None:
-    """Markers of T1 and T3 are gone, the others stay; both isolation levels read the
-    latest committed value per key; the last stable offset is the high watermark."""
-    found = wait_until(lambda: _control_offsets(data_dir), TIMEOUT_S, "a dump of the segments")
-    assert found is not None and T2_MARKER in found and T4_MARKER in found
-    assert T1_MARKER not in found and T3_MARKER not in found
+def _check_compacted(broker: BrokerProcess, data_dir: Path, kept: list[str], *,
+                     files: bool = True) -> None:
+    """The last stable offset is the high watermark and read_committed reads the latest
+    committed value per key; with ``files``, also: markers of T1 and T3 are gone, the
+    others stay, and read_uncommitted reads the same (after a restart the files are
+    those already checked, so only what the load rebuilt is)."""
     bootstrap = broker.bootstrap
     high_watermark = _stable_offset(bootstrap, COMPACTED, "read_uncommitted")
     wait_until(lambda: _stable_offset(bootstrap, COMPACTED) == high_watermark, TIMEOUT_S,
                "the last stable offset reaches the high watermark")
     assert _read(bootstrap, COMPACTED, "read_committed", len(kept)) == kept
+    if not files:
+        return
+    found = wait_until(lambda: _control_offsets(data_dir), TIMEOUT_S, "a dump of the segments")
+    assert found is not None and T2_MARKER in found and T4_MARKER in found
+    assert T1_MARKER not in found and T3_MARKER not in found
     assert _read(bootstrap, COMPACTED, "read_uncommitted", len(kept)) == kept
 
 
@@ -156,7 +161,7 @@ def test_transaction_state_survives_kill_and_clean_restart(tmp_path: Path) -> No
         broker.kill()
         broker.start()
         _check(broker, stable, committed, everything)
-        _check_compacted(broker, data_dir, kept)
+        _check_compacted(broker, data_dir, kept, files=False)
 
         broker.stop()  # clean: a snapshot at the log end
         end = max(int(p.stem) for p in _files(data_dir, ".log"))
@@ -165,7 +170,7 @@ def test_transaction_state_survives_kill_and_clean_restart(tmp_path: Path) -> No
         _dump_txn_state(data_dir, stable)
         broker.start()
         _check(broker, stable, committed, everything)
-        _check_compacted(broker, data_dir, kept)
+        _check_compacted(broker, data_dir, kept, files=False)
         hanging.abort_transaction(TIMEOUT_S)
         wait_until(lambda: _stable_offset(bootstrap) > stable, TIMEOUT_S, "the abort")
         assert _read(bootstrap, TOPIC, "read_committed", len(committed)) == committed
