@@ -185,40 +185,67 @@ class LogManager:
 
         Meant for a worker thread: a topic of thousands of partitions costs one
         fsync per new log directory (its files' names) plus one of ``logs_dir``
-        (the directories' names), not several fsyncs per file. Logs already open,
-        or whose directory exists on disk (a crash mid-creation), are left out:
-        :meth:`get_or_create` opens and recovers those the ordinary way.
+        (the directories' names), not several fsyncs per file. The logs are made
+        on :data:`LOAD_THREADS` threads: a directory fsync waits for a journal
+        commit, and concurrent ones share commits (1,000 one after the other took
+        3 s on ext4, on 8 threads 0.1 s). Logs already open, or whose directory
+        exists on disk (a crash mid-creation), are left out: :meth:`get_or_create`
+        opens and recovers those the ordinary way.
         """
-        created: dict[TopicPartition, PartitionLog] = {}
+        keys = [key for key in wanted if self.get(*key) is None]
+        failure: OSError | StorageError | None = None
+
+        def create_one(key: TopicPartition) -> PartitionLog | None:
+            nonlocal failure
+            try:
+                return self._create_durably(key, wanted[key])
+            except (OSError, StorageError) as exc:
+                failure = failure or exc
+                return None
+
+        if len(keys) > 1:
+            with ThreadPoolExecutor(min(LOAD_THREADS, len(keys)),
+                                    thread_name_prefix="log-create") as pool:
+                made = list(pool.map(create_one, keys))
+        else:
+            made = [create_one(key) for key in keys]
+        created = {key: log for key, log in zip(keys, made, strict=True) if log is not None}
         try:
-            for key, spec in wanted.items():
-                if self.get(*key) is not None:
-                    continue
-                path = self._partition_path(*key)
-                try:
-                    os.mkdir(path, DATA_DIR_MODE)
-                except FileExistsError:
-                    continue
-                log = PartitionLog.create_new(path, spec.config, leader_epoch=spec.leader_epoch,
-                                              time=self._time)
-                created[key] = log
-                if spec.prepare is not None:
-                    spec.prepare(path)
-            for log in created.values():
-                fsync_dir(log.directory)
-            if created:
+            if failure is None and created:
                 fsync_dir(self.logs_dir)
-        except (OSError, StorageError) as exc:
+        except OSError as exc:
+            failure = exc
+        if failure is not None:
             for log in created.values():
                 log.close()
-            why = exc.strerror if isinstance(exc, OSError) else exc
-            raise StorageError(f"cannot create logs in {self.logs_dir}: {why}") from exc
+            why = failure.strerror if isinstance(failure, OSError) else failure
+            raise StorageError(f"cannot create logs in {self.logs_dir}: {why}") from failure
         with self._lock:
             for key, log in created.items():
                 log.flush_watch = self._schedule_flush
                 log.log_start_watch = self._checkpoint_log_starts
                 self._logs.setdefault(key, log)
         return created
+
+    def _create_durably(self, key: TopicPartition, spec: NewLog) -> PartitionLog | None:
+        """One new log with its files, its directory fsynced (its own name is not yet:
+        :meth:`create_logs` fsyncs ``logs_dir`` once for all); None if the directory
+        exists already."""
+        path = self._partition_path(*key)
+        try:
+            os.mkdir(path, DATA_DIR_MODE)
+        except FileExistsError:
+            return None
+        log = PartitionLog.create_new(path, spec.config, leader_epoch=spec.leader_epoch,
+                                      time=self._time)
+        try:
+            if spec.prepare is not None:
+                spec.prepare(path)
+            fsync_dir(path)
+        except BaseException:
+            log.close()
+            raise
+        return log
 
     def _partition_path(self, topic: str, partition: int) -> Path:
         return ensure_inside(self.logs_dir, self.logs_dir / partition_dir_name(topic, partition))
