@@ -126,8 +126,10 @@ def test_create_logs_leaves_a_directory_found_on_disk(tmp_path: Path) -> None:
 
 
 def test_create_logs_fails_whole_when_one_log_cannot_be_made(tmp_path: Path) -> None:
-    """Logs are made on several threads; one failure fails the call and registers none."""
-    manager = LogManager(tmp_path / "logs", LogConfig())
+    """One failure fails the call (its directory fsyncs, on other threads, finished
+    or not) and registers none of its logs."""
+    logs_dir = tmp_path / "logs"
+    manager = LogManager(logs_dir, LogConfig())
     manager.load()
 
     def full_disk(directory: Path) -> None:
@@ -138,8 +140,11 @@ def test_create_logs_fails_whole_when_one_log_cannot_be_made(tmp_path: Path) -> 
     with pytest.raises(StorageError, match="No space left on device"):
         manager.create_logs(wanted)
     assert manager.all_logs() == {}
-    # What a failed call left on disk is opened the ordinary way later.
-    assert manager.create_logs(wanted) == {}
+    left = {entry.name for entry in logs_dir.iterdir()}
+    assert left == {f"t-{n}" for n in range(18)}
+    # What a failed call left on disk is opened the ordinary way later; the rest is made.
+    wanted[("t", 17)] = NewLog(LogConfig())
+    assert set(manager.create_logs(wanted)) == {("t", n) for n in range(18, 40)}
     assert manager.get_or_create("t", 3).log_end_offset == 0
 
 
