@@ -196,11 +196,12 @@ class LogManager:
         """
         created: dict[TopicPartition, PartitionLog] = {}
         failure: OSError | StorageError | None = None
+        root = self.logs_dir.resolve()  # once, not a realpath per log
         with ThreadPoolExecutor(LOAD_THREADS, thread_name_prefix="log-dir-sync") as syncer:
             synced = []
             try:
                 for key, spec in wanted.items():
-                    log = self._create_unsynced(key, spec)
+                    log = self._create_unsynced(root, key, spec)
                     if log is not None:
                         created[key] = log
                         synced.append(syncer.submit(fsync_dir, log.directory))
@@ -227,12 +228,14 @@ class LogManager:
                 self._logs.setdefault(key, log)
         return created
 
-    def _create_unsynced(self, key: TopicPartition, spec: NewLog) -> PartitionLog | None:
-        """A new log with its files, nothing fsynced; None if it is open or its
-        directory exists already."""
+    def _create_unsynced(self, root: Path, key: TopicPartition,
+                         spec: NewLog) -> PartitionLog | None:
+        """A new log with its files in resolved ``root``, nothing fsynced; None if it
+        is open or its directory exists already. The name is one validated path
+        component and mkdir never follows a link, so the log cannot land outside."""
         if self.get(*key) is not None:
             return None
-        path = self._partition_path(*key)
+        path = root / partition_dir_name(*key)
         try:
             os.mkdir(path, DATA_DIR_MODE)
         except FileExistsError:
