@@ -292,7 +292,7 @@ class PartitionLog:
         log = cls(directory, config, time)
         with log._disk_errors:
             segment = LogSegment.create(directory, 0, config, now_ms=log._now_ms(),
-                                        sync_dir=False)
+                                        sync_dir=False, new_directory=True)
             segment.activate()
             log._segments, log._bases = [segment], [0]
             if leader_epoch is not None:

@@ -43,6 +43,10 @@ CLEAN_SHUTDOWN_FILE = "clean-shutdown"
 DELETE_SUFFIX = "-delete"
 # Logs opened (after a crash: recovered) at once at start-up.
 LOAD_THREADS = 8
+# New logs' directory fsyncs in flight at once: 4 share journal commits as well as 8
+# did (ext4, 1,000 directories in ~0.1 s), with fewer threads taking the GIL from
+# the event loop as their syscalls return.
+DIR_SYNC_THREADS = 4
 
 logger = logging.getLogger(__name__)
 
@@ -185,40 +189,71 @@ class LogManager:
 
         Meant for a worker thread: a topic of thousands of partitions costs one
         fsync per new log directory (its files' names) plus one of ``logs_dir``
-        (the directories' names), not several fsyncs per file. Logs already open,
-        or whose directory exists on disk (a crash mid-creation), are left out:
+        (the directories' names), not several fsyncs per file. The directory
+        fsyncs run on :data:`DIR_SYNC_THREADS` threads while this one goes on
+        making files: each waits for a journal commit, and concurrent ones share
+        commits (1,000 one after the other took 0.3-3 s on ext4 as the disk was
+        busy, on 4-8 threads ~0.1 s). Those threads hold the GIL only between
+        syscalls, so the event loop is not starved as it was when they made the
+        files too. Logs already open, or
+        whose directory exists on disk (a crash mid-creation), are left out:
         :meth:`get_or_create` opens and recovers those the ordinary way.
         """
         created: dict[TopicPartition, PartitionLog] = {}
+        failure: OSError | StorageError | None = None
+        root = self.logs_dir.resolve()  # once, not a realpath per log
+        with ThreadPoolExecutor(DIR_SYNC_THREADS, thread_name_prefix="log-dir-sync") as syncer:
+            synced = []
+            try:
+                for key, spec in wanted.items():
+                    log = self._create_unsynced(root, key, spec)
+                    if log is not None:
+                        created[key] = log
+                        synced.append(syncer.submit(fsync_dir, log.directory))
+            except (OSError, StorageError) as exc:
+                failure = exc
+            for done in synced:
+                if (error := done.exception()) is not None and failure is None:
+                    assert isinstance(error, OSError)
+                    failure = error
         try:
-            for key, spec in wanted.items():
-                if self.get(*key) is not None:
-                    continue
-                path = self._partition_path(*key)
-                try:
-                    os.mkdir(path, DATA_DIR_MODE)
-                except FileExistsError:
-                    continue
-                log = PartitionLog.create_new(path, spec.config, leader_epoch=spec.leader_epoch,
-                                              time=self._time)
-                created[key] = log
-                if spec.prepare is not None:
-                    spec.prepare(path)
-            for log in created.values():
-                fsync_dir(log.directory)
-            if created:
+            if failure is None and created:
                 fsync_dir(self.logs_dir)
-        except (OSError, StorageError) as exc:
+        except OSError as exc:
+            failure = exc
+        if failure is not None:
             for log in created.values():
                 log.close()
-            why = exc.strerror if isinstance(exc, OSError) else exc
-            raise StorageError(f"cannot create logs in {self.logs_dir}: {why}") from exc
+            why = failure.strerror if isinstance(failure, OSError) else failure
+            raise StorageError(f"cannot create logs in {self.logs_dir}: {why}") from failure
         with self._lock:
             for key, log in created.items():
                 log.flush_watch = self._schedule_flush
                 log.log_start_watch = self._checkpoint_log_starts
                 self._logs.setdefault(key, log)
         return created
+
+    def _create_unsynced(self, root: Path, key: TopicPartition,
+                         spec: NewLog) -> PartitionLog | None:
+        """A new log with its files in resolved ``root``, nothing fsynced; None if it
+        is open or its directory exists already. The name is one validated path
+        component and mkdir never follows a link, so the log cannot land outside."""
+        if self.get(*key) is not None:
+            return None
+        path = root / partition_dir_name(*key)
+        try:
+            os.mkdir(path, DATA_DIR_MODE)
+        except FileExistsError:
+            return None
+        log = PartitionLog.create_new(path, spec.config, leader_epoch=spec.leader_epoch,
+                                      time=self._time)
+        if spec.prepare is not None:
+            try:
+                spec.prepare(path)
+            except BaseException:
+                log.close()
+                raise
+        return log
 
     def _partition_path(self, topic: str, partition: int) -> Path:
         return ensure_inside(self.logs_dir, self.logs_dir / partition_dir_name(topic, partition))

@@ -133,14 +133,15 @@ class LogSegment:
     @classmethod
     def create(
         cls, directory: Path, base_offset: int, config: LogConfig, *, now_ms: int,
-        sync_dir: bool = True,
+        sync_dir: bool = True, new_directory: bool = False,
     ) -> LogSegment:
-        """A new empty active segment; stale files with the same name are replaced.
+        """A new empty active segment; stale files with the same name are replaced
+        (none in a ``new_directory``: four unlinks saved per new log).
 
         ``sync_dir=False``: the caller fsyncs ``directory`` (bulk creation does it
         once for all the files of a new log)."""
         stem = directory / segment_file_stem(base_offset)
-        for suffix in SEGMENT_SUFFIXES:
+        for suffix in () if new_directory else SEGMENT_SUFFIXES:
             stem.with_suffix(suffix).unlink(missing_ok=True)
         fd = os.open(stem.with_suffix(LOG_SUFFIX), os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:

@@ -100,7 +100,8 @@ class AppendResult:
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, log: PartitionLog, broker_id: int):
+    def __init__(self, topic: str, partition: int, log: PartitionLog, broker_id: int,
+                 *, new_log: bool = False):
         self.topic = topic
         self.partition = partition
         self.log = log
@@ -142,7 +143,8 @@ class Partition:
         self.replayed_from = 0
         self._replayed_aborts: list[AbortedTxn] | None = None
         log.producer_state = lambda: snapshot_entries(self.producers, self.transactions)
-        self._rebuild_producer_state()
+        if not new_log:  # a log just created holds no batch, snapshot or .txnindex
+            self._rebuild_producer_state()
 
     # -- fetch watchers ------------------------------------------------------------------
     def watch(self, watcher: FetchWatcher) -> None:

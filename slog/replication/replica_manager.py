@@ -300,7 +300,7 @@ class ReplicaManager:
             if key in self.partitions:
                 continue
             if key in logs:
-                partition = Partition(key[0], key[1], logs[key], self.broker_id)
+                partition = Partition(key[0], key[1], logs[key], self.broker_id, new_log=True)
                 partition.topic_id = topic_id
                 partition.isr_watch = self.check_isr_soon
                 self.partitions[key] = partition

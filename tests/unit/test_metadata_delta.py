@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from slog.core.config import BrokerConfig
+from slog.core.errors import StorageError
 from slog.core.leader_epoch import LEADER_EPOCH_CHECKPOINT
 from slog.core.log_config import LogConfig
 from slog.core.log_manager import LogManager, NewLog
@@ -120,6 +123,29 @@ def test_create_logs_leaves_a_directory_found_on_disk(tmp_path: Path) -> None:
     (tmp_path / "logs" / "t-0").mkdir()  # a crash mid-creation left it
     assert manager.create_logs({("t", 0): NewLog(LogConfig())}) == {}
     assert manager.get_or_create("t", 0).log_end_offset == 0
+
+
+def test_create_logs_fails_whole_when_one_log_cannot_be_made(tmp_path: Path) -> None:
+    """One failure fails the call (its directory fsyncs, on other threads, finished
+    or not) and registers none of its logs."""
+    logs_dir = tmp_path / "logs"
+    manager = LogManager(logs_dir, LogConfig())
+    manager.load()
+
+    def full_disk(directory: Path) -> None:
+        raise OSError(28, "No space left on device")
+
+    wanted = {("t", n): NewLog(LogConfig()) for n in range(40)}
+    wanted[("t", 17)] = NewLog(LogConfig(), prepare=full_disk)
+    with pytest.raises(StorageError, match="No space left on device"):
+        manager.create_logs(wanted)
+    assert manager.all_logs() == {}
+    left = {entry.name for entry in logs_dir.iterdir()}
+    assert left == {f"t-{n}" for n in range(18)}
+    # What a failed call left on disk is opened the ordinary way later; the rest is made.
+    wanted[("t", 17)] = NewLog(LogConfig())
+    assert set(manager.create_logs(wanted)) == {("t", n) for n in range(18, 40)}
+    assert manager.get_or_create("t", 3).log_end_offset == 0
 
 
 # -- the replica manager applies deltas -------------------------------------------------------
