@@ -319,6 +319,9 @@ class _Connection:
                     self._busy = False
                     self._last_active = self._loop.time()
                     await self._wait_for_frame()
+                    # A finished produce's done callback, scheduled before its _wait_for
+                    # ended, may be what woke this waiter: look again.
+                    continue
                 item = frames[0]
                 if item is _EOF or isinstance(item, ProtocolError):
                     frames.popleft()
