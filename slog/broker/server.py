@@ -66,11 +66,16 @@ log = logging.getLogger("slog.broker.server")
 _SIZE = struct.Struct(">i")
 RECV_BUFFER = 64 * 1024  # small frames are parsed out of this; larger ones get their own
 MAX_SPARE_BUFFER = 2 * 1024 * 1024  # a connection keeps its last large frame buffers up to this
-SPARE_BYTES = 4 * 1024 * 1024  # ...and up to this many bytes of them
-SPARE_BUFFERS = 32  # ...at most this many (as many frames as can be queued or in flight)
+SPARE_BYTES = 10 * 1024 * 1024  # ...and up to this many bytes of them
+SPARE_BUFFERS = 96  # ...at most this many (as many frames as can be queued or in flight)
 READ_AHEAD_FRAMES = 16  # stop reading while this many requests wait for their turn...
 READ_AHEAD_BYTES = 1024 * 1024  # ...or this many bytes of them (Kafka reads none ahead)
-MAX_PIPELINED_PRODUCE = 16  # produce requests of one connection handled at once (in order)
+# Produce requests of one connection handled at once (in order): up to this many...
+MAX_PIPELINED_PRODUCE = 64
+# ...while they hold fewer bytes than this. librdkafka sends one partition per request,
+# so 1,000 partitions make requests of ~100 KB where 6 make ~1 MB: a bound in requests
+# alone let a write.caching=false sync pass cover a tenth of the bytes (16 x 100 KB).
+MAX_PIPELINED_PRODUCE_BYTES = 8 * 1024 * 1024
 RELEASE_MAPPED_EVERY = 8 * 1024 * 1024  # bytes sent from segment maps between madvise calls
 PRE_AUTH_MAX_BYTES = 512 * 1024
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a peer that stalls mid-handshake is dropped after this
@@ -231,6 +236,7 @@ class _Connection:
         self._spares: list[mmap.mmap] = []  # the last large frames' buffers
         self._frames: deque[object] = deque()  # frames, then _EOF or a ProtocolError
         self._queued_bytes = 0
+        self._inflight_bytes = 0  # frames of the produce requests being handled
         self._reading = True
         self._closed_for_reading = False  # EOF, a framing error, or close()
         self._frame_waiter: asyncio.Future[None] | None = None
@@ -268,14 +274,16 @@ class _Connection:
         out: list[Chunk] = []  # responses not written yet, in order
         # Produce requests being handled, oldest first (see _start_produce).
         inflight: deque[asyncio.Task[object]] = deque()
+        sizes: deque[int] = deque()  # the frame size of each inflight request
         try:
             while True:
                 if inflight:
                     # Under a produce quota: one at a time (slog.broker.quotas).
                     pipelined = 1 if self.session.produce_quota else MAX_PIPELINED_PRODUCE
-                    while frames and _is_produce(frames[0]) and \
-                            len(inflight) < pipelined and not self._muted():
-                        inflight.append(self._start_produce(dispatcher, self._next_frame()))
+                    while frames and _is_produce(frames[0]) and len(inflight) < pipelined \
+                            and self._inflight_bytes < MAX_PIPELINED_PRODUCE_BYTES \
+                            and not self._muted():
+                        self._start_produce(dispatcher, inflight, sizes)
                     head = inflight[0]
                     if not head.done():
                         if out:
@@ -284,6 +292,7 @@ class _Connection:
                         await self._wait_for(head)
                         continue
                     inflight.popleft()
+                    self._inflight_bytes -= sizes.popleft()
                     response = head.result()
                     if response is CLOSE_CONNECTION:
                         if out:
@@ -310,6 +319,9 @@ class _Connection:
                     self._busy = False
                     self._last_active = self._loop.time()
                     await self._wait_for_frame()
+                    # A finished produce's done callback, scheduled before its _wait_for
+                    # ended, may be what woke this waiter: look again.
+                    continue
                 item = frames[0]
                 if item is _EOF or isinstance(item, ProtocolError):
                     frames.popleft()
@@ -321,7 +333,7 @@ class _Connection:
                 self._busy = True
                 if _is_produce(item):
                     del item
-                    inflight.append(self._start_produce(dispatcher, self._next_frame()))
+                    self._start_produce(dispatcher, inflight, sizes)
                     continue
                 frame = self._next_frame()
                 response = await dispatcher.handle(frame, self.peer, self.session)
@@ -373,9 +385,9 @@ class _Connection:
                 len(self._frames) < READ_AHEAD_FRAMES and self._queued_bytes < READ_AHEAD_BYTES:
             self._resume_reading()
 
-    def _start_produce(self, dispatcher: Dispatcher, frame: bytes | memoryview
-                       ) -> asyncio.Task[object]:
-        """Handle a Produce request while earlier ones wait for their acks.
+    def _start_produce(self, dispatcher: Dispatcher, inflight: deque[asyncio.Task[object]],
+                       sizes: deque[int]) -> None:
+        """Handle the next frame, a Produce request, while earlier ones wait for their acks.
 
         An acks=all produce waits for the followers (tens of ms under load). A
         producer keeps several requests in flight on its connection, and
@@ -386,7 +398,11 @@ class _Connection:
         order too; and a request of any other kind waits until every produce
         before it has been answered, so nothing else is reordered.
         """
-        return self._loop.create_task(dispatcher.handle(frame, self.peer, self.session))
+        frame = self._next_frame()
+        inflight.append(self._loop.create_task(dispatcher.handle(frame, self.peer,
+                                                                 self.session)))
+        sizes.append(len(frame))
+        self._inflight_bytes += len(frame)
 
     async def _wait_for(self, head: asyncio.Task[object]) -> None:
         """Until ``head`` finishes or another frame arrives (it may be started).

@@ -370,3 +370,42 @@ def test_pipelined_produce_responses_are_written_together(monkeypatch):
 
     assert _run(_with_server(dispatcher, _pipelining(payloads))) == payloads
     assert len(writes) < len(payloads)  # produce answers were batched
+
+
+class GatedDispatcher(EchoDispatcher):
+    """Holds every request until ``expected`` are being handled at once (or 5 s pass)."""
+
+    def __init__(self, expected: int):
+        super().__init__(chunks=1)
+        self.expected = expected
+        self.running = self.most = 0
+        self.gate: asyncio.Event | None = None
+
+    async def handle(self, frame, peer, session=None):
+        if self.gate is None:
+            self.gate = asyncio.Event()
+        self.running += 1
+        self.most = max(self.most, self.running)
+        if self.running >= self.expected:
+            self.gate.set()
+        try:
+            await asyncio.wait_for(self.gate.wait(), 5)
+        except TimeoutError:
+            self.gate.set()
+        self.running -= 1
+        return await super().handle(frame, peer, session)
+
+
+@pytest.mark.parametrize("size, count, bound", [
+    # Small requests: the count bound.
+    (100, 100, server_mod.MAX_PIPELINED_PRODUCE),
+    # ~300 KB ones (1,000 partitions' are ~100 KB): the byte bound; started while
+    # the ones in flight hold less than it, so one more than fits below it.
+    (300_000, 40, server_mod.MAX_PIPELINED_PRODUCE_BYTES // 300_000 + 1),
+])
+def test_pipelined_produces_are_bounded_by_count_and_bytes(size, count, bound):
+    payloads = [b"\x00\x00" + b"%06d" % i + bytes(size - 8) for i in range(count)]
+    dispatcher = GatedDispatcher(bound)
+
+    assert _run(_with_server(dispatcher, _pipelining(payloads))) == payloads
+    assert dispatcher.most == bound
