@@ -70,6 +70,7 @@ SPARE_BYTES = 10 * 1024 * 1024  # ...and up to this many bytes of them
 SPARE_BUFFERS = 96  # ...at most this many (as many frames as can be queued or in flight)
 READ_AHEAD_FRAMES = 16  # stop reading while this many requests wait for their turn...
 READ_AHEAD_BYTES = 1024 * 1024  # ...or this many bytes of them (Kafka reads none ahead)
+READS_PER_EVENT = 4  # reads per readiness event while each fills its buffers (fairness)
 # Produce requests of one connection handled at once (in order): up to this many...
 MAX_PIPELINED_PRODUCE = 64
 # ...while they hold fewer bytes than this. librdkafka sends one partition per request,
@@ -445,17 +446,30 @@ class _Connection:
         if self._tls is not None:
             self._on_readable_tls(self._tls)
             return
-        try:
-            if self._big is not None:
-                n = self._sock.recv_into(self._big[self._big_got:])
-            else:
-                n = self._sock.recv_into(self._view[self._end:])
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._finish_reading(_EOF)  # reset by peer: nothing more will come
-            return
-        self._received(n)
+        sock, buf = self._sock, self._buf
+        # A read that fills every buffer offered probably left more behind: read
+        # again now rather than after another trip through the selector.
+        for _ in range(READS_PER_EVENT):
+            big = self._big
+            try:
+                if big is not None:
+                    # The rest of the large frame and, in the same call, whatever
+                    # follows it into _buf (empty meanwhile): a burst of ~100 KB
+                    # frames costs one read per frame, not two.
+                    room = len(big) - self._big_got
+                    n = sock.recvmsg_into((big[self._big_got:], self._view[self._end:]))[0]
+                    full = n == room + len(buf) - self._end
+                else:
+                    n = sock.recv_into(self._view[self._end:])
+                    full = n == len(buf) - self._end
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._finish_reading(_EOF)  # reset by peer: nothing more will come
+                return
+            self._received(n)
+            if not full or not self._reading:
+                return
 
     def _on_readable_tls(self, tls: TlsPipe) -> None:
         """Ciphertext in; the handshake advanced or plaintext read into the frame buffers.
@@ -536,7 +550,8 @@ class _Connection:
                 self._sock.send(alert)
 
     def _received(self, n: int) -> None:
-        """``n`` more bytes are in the frame buffers (0: the peer closed)."""
+        """``n`` more bytes are in the frame buffers (0: the peer closed): the large
+        frame's rest first, then _buf."""
         if n == 0:
             if self._big is not None or self._end > self._start:
                 got = self._big_got if self._big is not None else self._end - self._start
@@ -546,11 +561,17 @@ class _Connection:
                 self._finish_reading(_EOF)
             return
         self._last_active = self._loop.time()
-        if self._big is not None:
-            self._big_got += n
-            if self._big_got == len(self._big):
-                self._queue(self._big.toreadonly())
+        big = self._big
+        if big is not None:
+            room = len(big) - self._big_got
+            if n < room:
+                self._big_got += n
+            else:
+                self._queue(big.toreadonly())
                 self._big = None
+                if n > room:  # the next frames' bytes, read into _buf after it
+                    self._end += n - room
+                    self._parse()
         else:
             self._end += n
             self._parse()

@@ -409,3 +409,90 @@ def test_pipelined_produces_are_bounded_by_count_and_bytes(size, count, bound):
 
     assert _run(_with_server(dispatcher, _pipelining(payloads))) == payloads
     assert dispatcher.most == bound
+
+
+# With a 16-byte receive buffer, frames of 12+ bytes take the large-frame path:
+# its scatter read (the frame's rest, then the next frames' bytes into the buffer).
+_SMALL_BUFFER_FRAMES = [b"ab", b"L" * 40, b"", b"c" * 12, bytes(range(100)), b"d" * 11, b"e"]
+
+
+def test_frames_split_at_every_byte_boundary(monkeypatch):
+    monkeypatch.setattr(server_mod, "RECV_BUFFER", 16)
+    dispatcher = EchoDispatcher()
+    data = b"".join(_frame(p) for p in _SMALL_BUFFER_FRAMES)
+
+    async def client(port):
+        for cut in range(1, len(data)):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.transport.get_extra_info("socket").setsockopt(
+                socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            writer.write(data[:cut])
+            await writer.drain()
+            await asyncio.sleep(0.002)  # the server reads the first part on its own
+            writer.write(data[cut:])
+            answers = [await _read_frame(reader) for _ in _SMALL_BUFFER_FRAMES]
+            assert answers == _SMALL_BUFFER_FRAMES, cut
+            writer.close()
+        return len(data) - 1
+
+    cuts = _run(_with_server(dispatcher, client))
+    assert dispatcher.frames == _SMALL_BUFFER_FRAMES * cuts
+
+
+@pytest.mark.parametrize("buffer", [16, 64 * 1024])
+def test_bursts_of_frames_larger_than_the_buffer(monkeypatch, buffer):
+    monkeypatch.setattr(server_mod, "RECV_BUFFER", buffer)
+    dispatcher = EchoDispatcher()
+    big = bytes(range(256)) * 400  # ~100 KB: a librdkafka produce to one of 1,000 partitions
+    payloads = [big, b"x", big[::-1], big[:buffer - 4], big[:buffer - 3], b"", big] * 3
+    if buffer == 16:
+        payloads += _SMALL_BUFFER_FRAMES * 20  # many frames per read
+
+    assert _run(_with_server(dispatcher, _pipelining(payloads))) == payloads
+    assert dispatcher.frames == payloads
+
+
+@pytest.mark.parametrize("sent", [4, 10, 16, 30, 99])
+def test_eof_inside_a_frame_larger_than_the_buffer(monkeypatch, sent):
+    monkeypatch.setattr(server_mod, "RECV_BUFFER", 16)
+    dispatcher = EchoDispatcher()
+    data = _frame(b"ok" * 10) + _frame(bytes(100))
+
+    async def client(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(data[:24 + sent])
+        writer.write_eof()
+        answer = await _read_frame(reader)
+        rest = await reader.read()
+        writer.close()
+        return answer, rest
+
+    assert _run(_with_server(dispatcher, client)) == (b"ok" * 10, b"")
+    assert dispatcher.frames == [b"ok" * 10]
+
+
+def test_large_frames_need_one_read_each(monkeypatch):
+    """A burst of ~100 KB frames: the rest of each and the start of the next in one read."""
+    reads = []
+    real = server_mod._Connection._received
+
+    def counting(self, n):
+        reads.append(n)
+        return real(self, n)
+
+    monkeypatch.setattr(server_mod._Connection, "_received", counting)
+    dispatcher = EchoDispatcher()
+    payloads = [bytes([i]) * 100_000 for i in range(12)]
+
+    async def client(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.transport.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_SNDBUF, 4 * 1024 * 1024)
+        writer.write(b"".join(_frame(p) for p in payloads))
+        await writer.drain()
+        answers = [await _read_frame(reader) for _ in payloads]
+        writer.close()
+        return answers
+
+    assert _run(_with_server(dispatcher, client)) == payloads
+    assert len(reads) <= len(payloads) * 3 // 2  # was two per frame (26 here)
