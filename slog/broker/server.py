@@ -17,7 +17,10 @@ not requests (a 1 MB produce or a 10 MB fetch is one request):
 * a large frame is received with ``recv_into`` straight into a buffer of its
   exact size (streams copy every byte twice more: into the reader's buffer,
   then out of it), and handed on as a read-only view, which the codec reads
-  without another copy;
+  without another copy; its rest and the bytes after it are read in one
+  ``recvmsg_into`` over both buffers, so a burst of large frames costs one
+  read per frame, and a read that fills all it was offered is followed by
+  another before going back to the selector;
 * a response is sent with one ``sendmsg`` over its chunk list, so the record
   views of a fetch go from the segment maps to the kernel unjoined (asyncio's
   ``writelines`` joins them, and buffers what the socket does not take);
