@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -51,6 +51,28 @@ def decode_entries(data: bytes) -> list[AbortedTxn]:
             raise CorruptTxnIndexError(f"entry {position // ENTRY_SIZE} has version {version}")
         found.append(AbortedTxn(*fields))
     return found
+
+
+def read_aborted_txns(
+    files: Iterable[tuple[int, Path]], unreadable: tuple[type[Exception], ...],
+) -> tuple[list[AbortedTxn], list[tuple[int, Exception]]]:
+    """The entries of the segments' ``.txnindex`` files (``files``: segment base and
+    path, in offset order), in marker order, and the segments, by base in the same
+    order, whose file raised one of ``unreadable`` (their entries are left out). A
+    missing file is a segment with no abort (or one retention has just deleted).
+
+    Shared by the log that owns the files (which deletes what does not read back) and
+    the read-only reader of a replica's directory (which only replays more)."""
+    found: list[AbortedTxn] = []
+    failed: list[tuple[int, Exception]] = []
+    for base, path in files:
+        try:
+            found.extend(decode_entries(path.read_bytes()))
+        except FileNotFoundError:
+            continue
+        except unreadable as exc:
+            failed.append((base, exc))
+    return found, failed
 
 
 class TransactionIndex:

@@ -29,6 +29,7 @@ from slog.core.aborted_txn_index import (
     TXN_INDEX_SUFFIX,
     AbortedTxn,
     CorruptTxnIndexError,
+    read_aborted_txns,
 )
 from slog.core.batch import (
     TIMESTAMP_TYPE_BIT,
@@ -1093,17 +1094,18 @@ class PartitionLog:
         which they cannot be trusted (``txn_index_stale_from``, or the first segment
         whose file does not read back: that file is deleted)."""
         with self._lock, self._disk_errors:
+            segments = {segment.base_offset: segment for segment in self._segments}
+            found, failed = read_aborted_txns(
+                ((base, segment.txn_index.path) for base, segment in segments.items()),
+                unreadable=(CorruptTxnIndexError,))
             stale_from = self.txn_index_stale_from
-            found: list[AbortedTxn] = []
-            for segment in self._segments:
-                try:
-                    found.extend(segment.txn_index.entries())
-                except CorruptTxnIndexError as exc:
-                    logger.warning("%s: %s: %s; deriving it again", self._directory.name,
-                                   segment.txn_index.path.name, exc)
-                    segment.txn_index.delete()
-                    if stale_from is None or segment.base_offset < stale_from:
-                        stale_from = segment.base_offset
+            for base, exc in failed:
+                txn_index = segments[base].txn_index
+                logger.warning("%s: %s: %s; deriving it again", self._directory.name,
+                               txn_index.path.name, exc)
+                txn_index.delete()
+                if stale_from is None or base < stale_from:
+                    stale_from = base
             return found, stale_from
 
     def replace_txn_entries(self, offset: int, derived: list[AbortedTxn]) -> None:

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from slog.core.aborted_txn_index import TXN_INDEX_SUFFIX, AbortedTxn, decode_entries
+from slog.core.aborted_txn_index import TXN_INDEX_SUFFIX, AbortedTxn, read_aborted_txns
 from slog.core.errors import SlogError
 from slog.core.producer_snapshot import (
     SnapshotEntry,
@@ -62,8 +62,12 @@ def read_transactions(directory: Path, start: int, end: int, *,
     ``settle``, markers past ``end`` are read too until every transaction open at
     ``end`` has ended, so its batches below ``end`` can be judged.
     """
-    bases = segment_bases(directory)
-    indexed, damaged_from = _read_txn_indexes(directory, bases)
+    files = ((base, directory / f"{segment_file_stem(base)}{TXN_INDEX_SUFFIX}")
+             for base in segment_bases(directory))
+    # A file that does not read back (torn, of an unknown version, or caught
+    # mid-write) is left to the broker that owns it: the replay starts below it.
+    indexed, damaged = read_aborted_txns(files, unreadable=(OSError, SlogError))
+    damaged_from = damaged[0][0] if damaged else None
     # Entries are trusted only below the snapshot the replay starts from: the broker
     # writes every entry before the roll whose snapshot follows them.
     limit = end if damaged_from is None else min(end, damaged_from)
@@ -79,23 +83,6 @@ def read_transactions(directory: Path, start: int, end: int, *,
         transactions.track(header, header.base_offset,
                            read_marker(chunk, pos) if header.is_control else None)
     return transactions
-
-
-def _read_txn_indexes(directory: Path, bases: list[int]) -> tuple[list[AbortedTxn], int | None]:
-    """Every segment's ``.txnindex`` entries, and the base of the first segment whose
-    file does not read back (torn, of an unknown version, or caught mid-write)."""
-    found: list[AbortedTxn] = []
-    damaged_from = None
-    for base in bases:
-        path = directory / f"{segment_file_stem(base)}{TXN_INDEX_SUFFIX}"
-        try:
-            found.extend(decode_entries(path.read_bytes()))
-        except FileNotFoundError:
-            continue  # no abort in the segment, or retention deleted it
-        except (OSError, SlogError):
-            if damaged_from is None:
-                damaged_from = base
-    return found, damaged_from
 
 
 def _newest_snapshot(directory: Path, start: int, limit: int) -> Snapshot | None:
