@@ -240,7 +240,6 @@ class _Connection:
         self._spares: list[mmap.mmap] = []  # the last large frames' buffers
         self._frames: deque[object] = deque()  # frames, then _EOF or a ProtocolError
         self._queued_bytes = 0
-        self._inflight_bytes = 0  # frames of the produce requests being handled
         self._reading = True
         self._closed_for_reading = False  # EOF, a framing error, or close()
         self._frame_waiter: asyncio.Future[None] | None = None
@@ -278,14 +277,16 @@ class _Connection:
         out: list[Chunk] = []  # responses not written yet, in order
         # Produce requests being handled, oldest first (see _start_produce).
         inflight: deque[asyncio.Task[object]] = deque()
-        sizes: deque[int] = deque()  # the frame size of each inflight request
+        # The frame size of each inflight request: what the byte bound counts (summed
+        # only when one more may start: at most MAX_PIPELINED_PRODUCE of them).
+        sizes: deque[int] = deque()
         try:
             while True:
                 if inflight:
                     # Under a produce quota: one at a time (slog.broker.quotas).
                     pipelined = 1 if self.session.produce_quota else MAX_PIPELINED_PRODUCE
                     while frames and _is_produce(frames[0]) and len(inflight) < pipelined \
-                            and self._inflight_bytes < MAX_PIPELINED_PRODUCE_BYTES \
+                            and sum(sizes) < MAX_PIPELINED_PRODUCE_BYTES \
                             and not self._muted():
                         self._start_produce(dispatcher, inflight, sizes)
                     head = inflight[0]
@@ -296,7 +297,7 @@ class _Connection:
                         await self._wait_for(head)
                         continue
                     inflight.popleft()
-                    self._inflight_bytes -= sizes.popleft()
+                    sizes.popleft()
                     response = head.result()
                     if response is CLOSE_CONNECTION:
                         if out:
@@ -406,7 +407,6 @@ class _Connection:
         inflight.append(self._loop.create_task(dispatcher.handle(frame, self.peer,
                                                                  self.session)))
         sizes.append(len(frame))
-        self._inflight_bytes += len(frame)
 
     async def _wait_for(self, head: asyncio.Task[object]) -> None:
         """Until ``head`` finishes or another frame arrives (it may be started).
