@@ -101,6 +101,13 @@ class HeldAdd:
     done: asyncio.Future[bool]
     taken: bool = False  # the completion is writing it
 
+    def is_of(self, producer_id: int, producer_epoch: int) -> bool:
+        return (self.producer_id, self.producer_epoch) == (producer_id, producer_epoch)
+
+    def open_to(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether an add of this producer may still join the completion's write."""
+        return not self.taken and self.is_of(producer_id, producer_epoch)
+
 
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, txn_log: TransactionLog, markers: MarkerWriter,
@@ -242,41 +249,58 @@ class TransactionCoordinator:
         (librdkafka) until the Complete* record is in, which costs a transaction up to
         a retry interval and the coordinator a request per retry. Waiting answers as
         the retry would, and sharing the write saves a replication round trip."""
-        task = self._completing.get(transactional_id)
-        if task is None:
-            return False
-        timeout_s = self.config.completion_wait_ms / 1000
-        meta = self.transactions.get(transactional_id)
+        completion = self._completing.get(transactional_id)
+        if completion is None or not self._is_producer_of(transactional_id, producer_id,
+                                                          producer_epoch):
+            return False  # nothing to wait for, or not its producer: its error is answered
         held = self._held.get(transactional_id)
-        if meta is None or (meta.producer_id, meta.producer_epoch) != (producer_id,
-                                                                       producer_epoch):
-            return False  # not the producer of this transaction: its error is answered
-        if held is not None and (held.taken or (held.producer_id, held.producer_epoch) !=
-                                 (producer_id, producer_epoch)):
-            await asyncio.wait({task}, timeout=timeout_s)  # too late to share its write
-            return False
+        if held is not None and not held.open_to(producer_id, producer_epoch):
+            await asyncio.wait({completion}, timeout=self._completion_wait_s)
+            return False  # too late to share its write
+        held = self._hold(transactional_id, producer_id, producer_epoch, partitions)
+        return await self._written_with_completion(transactional_id, held)
+
+    def _is_producer_of(self, transactional_id: str, producer_id: int, producer_epoch: int
+                        ) -> bool:
+        meta = self.transactions.get(transactional_id)
+        return meta is not None and (meta.producer_id, meta.producer_epoch) == (
+            producer_id, producer_epoch)
+
+    def _hold(self, transactional_id: str, producer_id: int, producer_epoch: int,
+              partitions: set[TopicPartition]) -> HeldAdd:
+        """The id's held add, made if there is none, with ``partitions`` in it."""
+        held = self._held.get(transactional_id)
         if held is None:
             held = HeldAdd(producer_id, producer_epoch, set(partitions),
                            asyncio.get_running_loop().create_future())
             self._held[transactional_id] = held
         else:
             held.partitions |= partitions
+        return held
+
+    async def _written_with_completion(self, transactional_id: str, held: HeldAdd) -> bool:
+        """Whether the completion wrote ``held``: waited for up to ``completion_wait_ms``,
+        then withdrawn (the add is answered CONCURRENT_TRANSACTIONS) unless the
+        completion has taken it, whose write is then waited for."""
         try:
-            return await asyncio.wait_for(asyncio.shield(held.done), timeout_s)
+            return await asyncio.wait_for(asyncio.shield(held.done), self._completion_wait_s)
         except TimeoutError:
-            if not held.taken:  # still waiting for the markers: CONCURRENT_TRANSACTIONS
-                if self._held.get(transactional_id) is held:
-                    del self._held[transactional_id]
-                return False
-            return await held.done  # its write is under way
+            if held.taken:
+                return await held.done  # its write is under way
+            if self._held.get(transactional_id) is held:
+                del self._held[transactional_id]  # still waiting for the markers
+            return False
+
+    @property
+    def _completion_wait_s(self) -> float:
+        return self.config.completion_wait_ms / 1000
 
     async def _write_completion(self, meta: TransactionMetadata) -> None:
         """Every marker is written: Complete*, and with it the Ongoing record of the
         next transaction if its AddPartitionsToTxn is waiting."""
         held = self._held.get(meta.transactional_id)
         now = self._wall_ms()
-        if held is None or (held.producer_id, held.producer_epoch) != (meta.producer_id,
-                                                                       meta.producer_epoch):
+        if held is None or not held.is_of(meta.producer_id, meta.producer_epoch):
             await self._write(meta, meta.prepare_complete(now))
             return
         held.taken = True
