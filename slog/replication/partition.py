@@ -138,9 +138,6 @@ class Partition:
         self.key = (topic, partition)
         self._sync = LogSyncer(log, self._durable_moved)
         self._leader_hw = 0  # a follower's HW as the leader last told it
-        # Where the last rebuild of the producer state started replaying batches (the
-        # snapshot it loaded, or the log start), for tests.
-        self.replayed_from = 0
         self._replayed_aborts: list[AbortedTxn] | None = None
         log.producer_state = lambda: snapshot_entries(self.producers, self.transactions)
         if not new_log:  # a log just created holds no batch, snapshot or .txnindex
@@ -623,7 +620,6 @@ class Partition:
         snapshot = self.log.latest_producer_snapshot(limit=stale_from)
         position = seed_state(snapshot, indexed, self.log.log_start_offset,
                               self.producers, self.transactions)
-        self.replayed_from = position
         end = self.log.log_end_offset
         logger.debug("%s-%d: producer state from offset %d (snapshot %s), replaying to %d",
                      self.topic, self.partition, position,
@@ -634,7 +630,7 @@ class Partition:
             self._replay(position, end)
         finally:
             self._replayed_aborts = None
-        self.log.replace_txn_entries(self.replayed_from, derived)
+        self.log.replace_txn_entries(position, derived)
         self.high_watermark = min(self.high_watermark, end)
 
     def _replay(self, position: int, end: int) -> None:

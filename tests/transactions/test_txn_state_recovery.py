@@ -6,10 +6,11 @@ Partitions on disk; the broker-level kill -9 test is in test_txn_restart.py)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from slog.core.batch import parse_header
 from slog.core.cleaner import LogCleaner
-from slog.core.log import PartitionLog
+from slog.core.log import FetchSlice, PartitionLog
 from slog.core.log_config import LogConfig
 from slog.core.metadata import PartitionState
 from slog.core.producer_snapshot import snapshot_path
@@ -22,9 +23,28 @@ from slog.replication.partition import Partition
 CONFIG = LogConfig(segment_bytes=400, preallocate=False, write_caching=True)
 
 
+class _RecordedLog(PartitionLog):
+    """A real log that notes where each read starts: a rebuild of the producer state
+    reads the batches it replays, from the snapshot it loaded (or the log start)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads: list[int] = []
+
+    def read(self, offset: int, max_bytes: int, **kwargs: Any) -> FetchSlice:
+        self.reads.append(offset)
+        return super().read(offset, max_bytes, **kwargs)
+
+
+def _replayed_from(partition: Partition) -> int | None:
+    """Where the last rebuild began replaying batches; None if it read none."""
+    assert isinstance(partition.log, _RecordedLog)
+    return partition.log.reads[0] if partition.log.reads else None
+
+
 def _open(directory: Path, config: LogConfig = CONFIG, *, recovery_point: int = 0,
           clean_shutdown: bool = False, log_start_offset: int | None = None) -> Partition:
-    log = PartitionLog.open(directory, config, recovery_point=recovery_point,
+    log = _RecordedLog.open(directory, config, recovery_point=recovery_point,
                             clean_shutdown=clean_shutdown, log_start_offset=log_start_offset)
     partition = Partition("t", 0, log, broker_id=1)
     partition.become_leader(PartitionState("t", 0, (1,), (1,), leader=1, leader_epoch=1,
@@ -90,7 +110,7 @@ def test_a_roll_writes_a_snapshot_and_a_clean_close_one_at_the_log_end(tmp_path:
     indexed = [p for p in (tmp_path / "t-0").iterdir() if p.suffix == ".txnindex"]
     assert indexed
     reopened = _open(tmp_path / "t-0", clean_shutdown=True)
-    assert reopened.replayed_from == reopened.log.log_end_offset  # nothing replayed
+    assert _replayed_from(reopened) is None  # nothing replayed
     assert _state(reopened) == before
     reopened.log.close()
 
@@ -121,7 +141,7 @@ def test_an_unclean_load_replays_from_the_snapshot_before_the_rescanned_segment(
     log.flush()
     log.abandon()  # a crash: no close, no snapshot at the log end
     reopened = _open(tmp_path / "t-0", recovery_point=active_base)
-    assert reopened.replayed_from == active_base
+    assert _replayed_from(reopened) == active_base
     assert _state(reopened) == before
     reopened.log.close()
 
@@ -135,7 +155,7 @@ def test_damaged_and_future_snapshots_are_deleted_and_an_older_one_used(tmp_path
     future = snapshot_path(directory, end + 100)
     future.write_bytes(snapshot_path(directory, offsets[-2]).read_bytes())
     reopened = _open(directory, clean_shutdown=True)
-    assert reopened.replayed_from == offsets[-2]
+    assert _replayed_from(reopened) == offsets[-2]
     assert not future.exists() and not snapshot_path(directory, end).exists()
     assert _state(reopened) == before
     reopened.log.close()
@@ -147,7 +167,8 @@ def test_a_damaged_txnindex_is_derived_again(tmp_path: Path) -> None:
     damaged = sorted(directory.glob("*.txnindex"))[0]
     damaged.write_bytes(damaged.read_bytes()[:-3])  # torn
     reopened = _open(directory, clean_shutdown=True)
-    assert reopened.replayed_from <= int(damaged.stem)
+    replayed_from = _replayed_from(reopened)
+    assert replayed_from is not None and replayed_from <= int(damaged.stem)
     assert _state(reopened) == before
     assert damaged.stat().st_size % 34 == 0  # written again by the replay
     reopened.log.close()
@@ -161,9 +182,11 @@ def test_truncation_across_a_snapshot(tmp_path: Path) -> None:
     cut = log.segments[-3].base_offset + 1  # inside an older segment
     partition.become_follower(PartitionState("t", 0, (1, 2), (1, 2), leader=2, leader_epoch=2,
                                              partition_epoch=2))
+    assert isinstance(log, _RecordedLog)
+    log.reads.clear()
     partition.truncate_to(cut)
     assert all(o <= log.log_end_offset for o in log.snapshot_offsets)
-    assert partition.replayed_from == log.segments[-1].base_offset  # its roll's snapshot
+    assert _replayed_from(partition) == log.segments[-1].base_offset  # its roll's snapshot
     truncated = _state(partition)
     # The same state as a load that replays the surviving log from its start.
     log.close()
@@ -172,7 +195,7 @@ def test_truncation_across_a_snapshot(tmp_path: Path) -> None:
     for path in directory.glob("*.txnindex"):
         path.unlink()
     replayed = _open(directory, recovery_point=0)
-    assert replayed.replayed_from == 0
+    assert _replayed_from(replayed) == 0
     assert _state(replayed)[:3] == truncated[:3]
     replayed.log.close()
 
