@@ -105,7 +105,9 @@ async def write_txn_offsets(broker: Broker, producer_id: int, producer_epoch: in
                             ) -> ErrorCode:
     """TxnOffsetCommit: the offsets go to the group's ``__consumer_offsets`` partition as
     a transactional batch (as Kafka writes them), so a new group coordinator restores
-    them as pending; they are also held here until the marker."""
+    them as pending; they are also held here until the marker. A group id the
+    coordinator did not know becomes a group with them, as in Kafka, where the group
+    is created by the same write as the records (and not if they fail)."""
     if not offsets:
         return ErrorCode.none
     manager = broker.groups.manager
@@ -120,6 +122,7 @@ async def write_txn_offsets(broker: Broker, producer_id: int, producer_epoch: in
     except KafkaApiError as exc:
         return exc.code
     broker.pending_txn_offsets.add(producer_id, producer_epoch, group_id, offsets)
+    manager.create_txn_offset_groups([group_id])  # held first: it cannot expire empty
     return ErrorCode.none
 
 
@@ -155,6 +158,9 @@ def restore_pending_offsets(broker: Broker, index: int) -> None:
                         {(key.topic, key.partition): decode_offset_value(record.value)})
             except WireFormatError as exc:
                 log.warning("skipping a transactional offset record: %s", exc)
+    # Their groups exist, as Kafka's replay of the records makes them (at once when the
+    # group manager already loaded this partition, else when it has).
+    broker.groups.manager.create_txn_offset_groups(broker.pending_txn_offsets.group_ids())
 
 
 def _stored(pending: PendingTxnOffsets, group_id: str, partitions: list[GroupPartition],

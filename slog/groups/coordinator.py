@@ -32,7 +32,6 @@ from typing import NamedTuple
 from slog.core.consumer_protocol import PROTOCOL_TYPE
 from slog.core.due import WakingDueSchedule
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
-from slog.groups.consumer_group import ConsumerGroup
 from slog.groups.group import GroupMetadata, GroupState, GroupSummary
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import (
@@ -662,7 +661,7 @@ class GroupCoordinator:
                 return exc.code
             return None
         group = self.manager.get(request.group_id)
-        if group is None:  # a standalone group is made when the offsets are stored
+        if group is None:  # made once the offsets are written: create_txn_offset_groups
             return ErrorCode.illegal_generation if request.generation_id >= 0 else None
         return self._validate_offset_commit(group, request, transactional=True)
 
@@ -676,11 +675,7 @@ class GroupCoordinator:
         have changed kind meanwhile (an empty consumer group turned classic by a JoinGroup
         keeps its offsets), they still land in the offsets of that group id, as Kafka
         keeps offsets by group id: in a simple group of that id if there is none."""
-        group: GroupMetadata | ConsumerGroup | None = \
-            self.manager.consumer_groups.get(group_id)
-        if group is None:
-            group = self.manager.get_or_create(group_id)
-        self.manager.store_offsets(group, offsets, callback)
+        self.manager.store_offsets(self.manager.offsets_group(group_id), offsets, callback)
 
     def _store_offsets(self, group: GroupMetadata,
                        offsets: Mapping[TopicPartition, OffsetAndMetadata],

@@ -170,6 +170,22 @@ class GroupMetadataManager:
             group = self.groups[group_id] = GroupMetadata(group_id, now_ms=self._wall_ms())
         return group
 
+    def offsets_group(self, group_id: str) -> GroupMetadata | ConsumerGroup:
+        """The group that holds ``group_id``'s offsets: its KIP-848 group if it has one,
+        else its classic group, made a simple one (Empty, no protocol type) if need be."""
+        consumer_group = self.consumer_groups.get(group_id)
+        return consumer_group if consumer_group is not None else self.get_or_create(group_id)
+
+    def create_txn_offset_groups(self, group_ids: Iterable[str]) -> None:
+        """As Kafka: a group id with offsets awaiting a transaction's marker is a group
+        from the TxnOffsetCommit on (ListGroups and DescribeGroups show it, Empty),
+        without a record of its own; ``txn_offsets`` keeps it until the marker, and
+        after an ABORT it expires as any empty group without offsets. Only groups of
+        partitions loaded here: a load creates those of the offsets it restored."""
+        for group_id in group_ids:
+            if self.owns(group_id):
+                self.offsets_group(group_id)
+
     def all_groups(self) -> list[GroupMetadata]:
         return list(self.groups.values())
 
@@ -296,6 +312,8 @@ class GroupMetadataManager:
             loaded += 1
         self.loading.pop(partition, None)
         self.owned.add(partition)
+        self.create_txn_offset_groups(  # restored before this load finished
+            g for g in self.txn_offsets.group_ids() if partition_for(g, count) == partition)
         if loaded:
             log.info("loaded %d groups from __consumer_offsets-%d", loaded, partition)
 

@@ -19,8 +19,8 @@ from slog.core.consumer_protocol import Subscription, encode_subscription
 from slog.core.kafka_errors import ErrorCode
 from slog.core.offsets_records import OffsetKey, decode_key
 from slog.core.records import BatchBuilder, iter_decoded_batches
-from slog.groups.coordinator import GroupConfig, GroupCoordinator
-from slog.groups.group import GroupState
+from slog.groups.coordinator import GroupConfig, GroupCoordinator, ListedGroup
+from slog.groups.group import GroupState, GroupSummary
 from slog.groups.manager import GroupMetadataManager
 from slog.groups.member import JoinResult, SyncResult
 from slog.groups.offsets import OffsetAndMetadata, TopicPartition
@@ -398,6 +398,54 @@ def test_an_offset_awaiting_its_marker_keeps_the_group_from_expiring(tmp_path: P
     assert h.coordinator.handle_delete_groups(["g"]) == {"g": ErrorCode.none}
     assert pending.partitions_of("g") == set()
     assert pending.take(9, lambda group: True) == {}  # the marker brings nothing back
+
+
+def test_offsets_awaiting_a_marker_make_an_unknown_group_id_a_group(tmp_path: Path) -> None:
+    """As Kafka's TxnOffsetCommit: an unknown group id without a generation becomes an
+    Empty simple group once its offsets are held, before any marker; it stays while they
+    wait and, after an ABORT (they are dropped), expires as an empty group without
+    offsets. One with a generation is refused and makes nothing."""
+    h = Harness(tmp_path, offsets_retention_ms=10_000, offsets_retention_check_ms=1000)
+    pending = PendingTxnOffsets()
+    h.manager.txn_offsets = pending
+    offsets = {("t", 0): OffsetAndMetadata(5, -1, "", 1_700_000_000_000)}
+    assert h.coordinator.validate_txn_offset_commit(
+        OffsetCommitRequest("g", "m", None, 3, offsets)) is ErrorCode.illegal_generation
+    assert h.coordinator.validate_txn_offset_commit(
+        OffsetCommitRequest("g", "", None, -1, offsets)) is None
+    assert h.state() is GroupState.DEAD  # nothing yet: the offsets are not written
+    pending.add(9, 0, "g", offsets)
+    h.manager.create_txn_offset_groups(["g"])
+    assert h.coordinator.handle_list_groups()[1] == [ListedGroup("g", "", "Empty", "classic")]
+    assert h.coordinator.handle_describe_group("g") == (
+        ErrorCode.none, GroupSummary("Empty", "", "", ()))
+    assert _fetched(h.coordinator, "g", None) == {}
+    h.advance(11_000)
+    assert h.state() is GroupState.EMPTY  # held by its pending offsets
+    assert pending.take(9, lambda group: True) == {"g": offsets}  # the ABORT
+    assert h.state() is GroupState.EMPTY
+    h.advance(1000)
+    assert h.state() is GroupState.DEAD
+
+
+def test_a_loading_coordinator_makes_the_groups_of_restored_pending_offsets(h: Harness
+                                                                          ) -> None:
+    """Offsets restored as pending before the load finished (or after: the broker calls
+    create_txn_offset_groups then) give their groups, as Kafka's replay of the
+    transactional records does; a group id of a partition not led here makes none."""
+    pending = PendingTxnOffsets()
+    h.manager.txn_offsets = pending
+    h.commit("known", "", -1, {("t", 0): 1})
+    h.manager.on_resignation(0)
+    offset = OffsetAndMetadata(5, -1, "", 1_700_000_000_000)
+    pending.add(9, 0, "new", {("t", 0): offset})
+    pending.add(9, 0, "known", {("t", 1): offset})
+    h.manager.create_txn_offset_groups(["new"])
+    assert h.manager.get("new") is None  # not loaded here (yet)
+    h.manager.on_election(0)
+    assert h.state("new") is GroupState.EMPTY
+    assert _fetched(h.coordinator, "known", None) == {
+        ("t", 0): OffsetAndMetadata(1, -1, "", 1_700_000_000_000)}
 
 
 def test_deleting_a_topic_drops_its_offsets_awaiting_a_marker(h: Harness) -> None:
