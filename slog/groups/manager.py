@@ -407,9 +407,9 @@ class GroupMetadataManager:
                 self.txn_offsets.partitions_of(group.group_id) if tp[0] in topics}
 
     def remove_groupless_txn_offsets(self, topics: Collection[str]) -> int:
-        """Offsets of ``topics`` awaiting a marker for a group that has no other state here
-        (its first commit is transactional) go too; their tombstones stop a reload from
-        holding them again. Groups with state remove theirs with :meth:`remove_offsets`."""
+        """Offsets of ``topics`` awaiting a marker for a group id that has no group here
+        (deleted while they were being appended) go too; their tombstones stop a reload
+        from holding them again. Groups remove theirs with :meth:`remove_offsets`."""
         removed = 0
         for group_id in self.txn_offsets.group_ids() - set(self.groups) - \
                 set(self.consumer_groups):
