@@ -19,8 +19,10 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient
 
-from slog.client import Admin, GroupAdmin
+from slog.client import Admin, GroupAdmin, KafkaError
+from slog.core.kafka_errors import ErrorCode
 from tests.brokers import BrokerProcess, running_broker
+from tests.cluster.conftest import wait_until
 from tests.transactions.conftest import TXN_BROKER_CONFIG
 from tests.transactions.test_clients import TIMEOUT_S
 from tests.transactions.test_txn_offsets_cleanup import _filled, _offsets_pending
@@ -39,7 +41,9 @@ def _listed(bootstrap: str, group: str) -> ConsumerGroupState | None:
     """The group's state in ListGroups (confluent-kafka), None when it is not listed;
     slog's GroupAdmin must list it the same."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    found = {g.group_id: g for g in admin.list_consumer_groups().result(TIMEOUT_S).valid}
+    result = admin.list_consumer_groups().result(TIMEOUT_S)
+    assert not result.errors
+    found = {g.group_id: g for g in result.valid}
     with Admin(bootstrap) as slog_admin:
         by_slog = {g.group_id: g for g in GroupAdmin(slog_admin.cluster).list_groups()}
     if group not in found:
@@ -50,6 +54,18 @@ def _listed(bootstrap: str, group: str) -> ConsumerGroupState | None:
     assert by_slog[group].state == listing.state.name.capitalize()
     assert by_slog[group].protocol_type == ""
     return listing.state
+
+
+def _loaded(bootstrap: str) -> bool:
+    """Whether the restarted broker has loaded its offsets partitions (ListGroups answers
+    COORDINATOR_LOAD_IN_PROGRESS until then)."""
+    with Admin(bootstrap) as admin:
+        try:
+            GroupAdmin(admin.cluster).list_groups()
+        except KafkaError as exc:
+            assert exc.code is ErrorCode.coordinator_load_in_progress, exc
+            return False
+    return True
 
 
 def _described(bootstrap: str, group: str) -> ConsumerGroupState:
@@ -71,6 +87,13 @@ def _offset(bootstrap: str, group: str, topic: str) -> int:
     return int(tp.offset)
 
 
+def _wait_offset(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    """EndTxn answers before the markers are written (as Kafka's): the COMMIT reaches the
+    group's offsets partition a little later."""
+    wait_until(lambda: _offset(bootstrap, group, topic) == offset, TIMEOUT_S,
+               f"{group}'s offset {offset}", interval_s=0.2)
+
+
 def _pending_for_new_group(bootstrap: str, group: str, topic: str, transactional_id: str
                            ) -> Producer:
     """A transaction holding offset 3 of ``topic``-0 for ``group``, unknown until then."""
@@ -87,7 +110,7 @@ def test_the_group_exists_empty_before_the_commit_and_has_the_offset_after(
     assert _described(bootstrap, group) is ConsumerGroupState.EMPTY
     assert _offset(bootstrap, group, topic) == NO_OFFSET  # pending, not committed
     producer.commit_transaction(TIMEOUT_S)
-    assert _offset(bootstrap, group, topic) == 3
+    _wait_offset(bootstrap, group, topic, 3)
     assert _listed(bootstrap, group) is ConsumerGroupState.EMPTY
 
 
@@ -128,10 +151,12 @@ def test_a_killed_coordinator_comes_back_with_the_group_and_its_pending_offsets(
     done.commit_transaction(TIMEOUT_S)
     own_txn_broker.kill()
     own_txn_broker.start()
+    wait_until(lambda: _loaded(bootstrap), TIMEOUT_S, "the offsets partitions' load",
+               interval_s=0.2)
     assert _listed(bootstrap, pending) is ConsumerGroupState.EMPTY
     assert _offset(bootstrap, pending, topic) == NO_OFFSET
+    _wait_offset(bootstrap, committed, topic, 3)  # its marker may be resent after the kill
     assert _listed(bootstrap, committed) is ConsumerGroupState.EMPTY
-    assert _offset(bootstrap, committed, topic) == 3
     producer.commit_transaction(TIMEOUT_S)
-    assert _offset(bootstrap, pending, topic) == 3
+    _wait_offset(bootstrap, pending, topic, 3)
     assert _listed(bootstrap, pending) is ConsumerGroupState.EMPTY
