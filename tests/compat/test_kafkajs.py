@@ -1,0 +1,247 @@
+"""kafkajs (Node.js), pinned in tests/compat/kafkajs/package-lock.json, against slog.
+
+Each scenario is a small Node script in tests/compat/kafkajs/ that prints JSON lines; the
+test runs it against real brokers and checks what it printed and what the brokers hold.
+kafkajs is installed once per session with ``npm ci`` into a temporary directory; a
+machine without node or npm fails these tests (CI installs Debian's ``nodejs npm``).
+Set ``KAFKAJS_DEBUG=1`` to get kafkajs's debug log on the scripts' stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slog.client import Admin, NewTopic, Producer
+from tests.brokers import BrokerProcess
+from tests.cluster.conftest import Cluster, check_acknowledged
+
+SCRIPTS = Path(__file__).parent / "kafkajs"
+RUN_S = 45.0
+Line = dict[str, Any]
+
+
+@pytest.fixture(scope="session")
+def node_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The environment in which the scripts find the pinned kafkajs."""
+    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
+    if missing:
+        pytest.fail(f"kafkajs tests need {' and '.join(missing)} on PATH "
+                    "(Debian: apt-get install nodejs npm)")
+    prefix = tmp_path_factory.mktemp("kafkajs")
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(SCRIPTS / name, prefix / name)
+    installed = subprocess.run(
+        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts", "--prefix", str(prefix)],
+        capture_output=True, text=True, timeout=300)
+    if installed.returncode:
+        pytest.fail(f"npm ci of kafkajs failed:\n{installed.stdout}\n{installed.stderr}")
+    return {**os.environ, "NODE_PATH": str(prefix / "node_modules"),
+            "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+
+
+class NodeScript:
+    """A running script; a thread collects its JSON lines as they come."""
+
+    def __init__(self, env: dict[str, str], script: str, **args: Any):
+        self.name = script
+        self.process = subprocess.Popen(
+            ["node", str(SCRIPTS / f"{script}.js"), json.dumps(args)], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: list[Line] = []
+        self._arrived: queue.Queue[Line] = queue.Queue()
+        self._stderr: list[str] = []
+        self._threads = [threading.Thread(target=self._read_stdout, daemon=True),
+                         threading.Thread(target=self._read_stderr, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            line = json.loads(raw)
+            self.lines.append(line)
+            self._arrived.put(line)
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        self._stderr.extend(self.process.stderr)
+
+    def describe(self) -> str:
+        return f"{self.name}.js printed {self.lines[-20:]}\nstderr:\n" + \
+            "".join(self._stderr[-40:])
+
+    def wait_for(self, condition: Callable[[Line], bool], what: str,
+                 timeout_s: float = RUN_S) -> Line:
+        """The next line (from now on) that satisfies ``condition``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, f"no {what} after {timeout_s:g}s: {self.describe()}"
+            try:
+                line = self._arrived.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                assert self.process.poll() is None, f"exited before {what}: {self.describe()}"
+                continue
+            assert "error" not in line, self.describe()
+            if condition(line):
+                return line
+
+    def finish(self, timeout_s: float = RUN_S) -> list[Line]:
+        """Wait for a clean exit; every line it printed."""
+        try:
+            code = self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"still running after {timeout_s:g}s: {self.describe()}")
+        for thread in self._threads:
+            thread.join(5)
+        assert code == 0, f"exit code {code}: {self.describe()}"
+        return self.lines
+
+    def stop(self) -> list[Line]:
+        """SIGTERM: the script leaves its group and exits."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.finish()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def node(node_env: dict[str, str]) -> Iterator[Callable[..., NodeScript]]:
+    """Start scripts; whatever is still running when the test ends is killed."""
+    started: list[NodeScript] = []
+
+    def start(script: str, **args: Any) -> NodeScript:
+        started.append(NodeScript(node_env, script, **args))
+        return started[-1]
+
+    yield start
+    for script in started:
+        script.kill()
+
+
+def run(node: Callable[..., NodeScript], script: str, **args: Any) -> list[Line]:
+    return node(script, **args).finish()
+
+
+def steps(lines: list[Line]) -> dict[str, Line]:
+    return {line["step"]: line for line in lines}
+
+
+def messages(lines: list[Line]) -> list[Line]:
+    return [line for line in lines if "offset" in line]
+
+
+def make_topic(bootstrap: str, name: str, partitions: int, per_partition: int = 0) -> None:
+    """Create a topic with slog's client, with ``per_partition`` records "p<P>-<i>" in each."""
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+    if per_partition:
+        producer = Producer(bootstrap)
+        for partition in range(partitions):
+            for i in range(per_partition):
+                producer.send(name, value=b"p%d-%d" % (partition, i), partition=partition)
+        producer.flush()
+        producer.close()
+
+
+# ---------------------------------------------------------------------------- admin
+
+
+def test_admin_topic_lifecycle(shared_broker: BrokerProcess, node: Callable[..., NodeScript]
+                               ) -> None:
+    topic = "kjs-admin"
+    got = steps(run(node, "admin_topics", brokers=shared_broker.bootstrap, topic=topic,
+                    replicationFactor=1))
+    assert got["create"]["created"] is True
+    assert got["create"]["again"] is False  # TOPIC_ALREADY_EXISTS is "not created"
+    [described] = got["metadata"]["topics"]
+    assert described["name"] == topic
+    assert [(p["partition"], p["replicas"], p["isr"], p["error"])
+            for p in described["partitions"]] == [(0, [1], [1], 0), (1, [1], [1], 0)]
+    assert got["list"]["topics"] == [topic]
+    assert got["create_partitions"]["partitions"] == 3
+
+    configs = got["describe_configs"]
+    assert configs["error"] == 0
+    assert configs["entries"]["retention.ms"] == {"value": "86400000", "isDefault": False,
+                                                  "source": 1}  # TOPIC_CONFIG
+    assert configs["entries"]["max.message.bytes"]["value"] == "200000"
+    assert configs["entries"]["cleanup.policy"] == {"value": "delete", "isDefault": True,
+                                                    "source": 5}  # DEFAULT_CONFIG
+    altered = got["alter_configs"]
+    assert altered["errors"] == [0]
+    assert altered["entries"]["retention.ms"]["value"] == "3600000"
+    # AlterConfigs replaces the whole set: what the request left out is back to its default.
+    assert altered["entries"]["max.message.bytes"]["isDefault"] is True
+
+    assert got["offsets"]["offsets"] == [
+        {"partition": p, "low": 0, "high": 5, "offset": 5} for p in range(3)]
+    assert got["offsets_by_time"]["offsets"] == [5, 5, 5]
+    # deleteTopicRecords: partition 0 up to offset 3, partition 1 everything (offset -1).
+    assert [(o["low"], o["high"]) for o in got["delete_records"]["offsets"]] == \
+        [(3, 5), (5, 5), (0, 5)]
+    assert got["delete"]["topics"] == []
+
+
+# ---------------------------------------------------------------------------- producer
+
+
+@pytest.mark.parametrize(("acks", "compression", "idempotent"), [
+    (-1, "none", False), (1, "gzip", False), (-1, "gzip", True)])
+def test_send_then_group_consume(shared_broker: BrokerProcess, node: Callable[..., NodeScript],
+                                 acks: int, compression: str, idempotent: bool) -> None:
+    topic = f"kjs-send-{acks}-{compression}-{idempotent}".replace("--", "-")
+    make_topic(shared_broker.bootstrap, topic, 3)
+    sends = run(node, "produce", brokers=shared_broker.bootstrap, topic=topic, count=60,
+                batch=12, acks=acks, compression=compression, idempotent=idempotent)
+    assert len(sends) == 5
+    assert all(error == 0 for send in sends for _, _, error in send["acks"])
+
+    lines = run(node, "consume", brokers=shared_broker.bootstrap, topics=[topic],
+                groupId=f"{topic}-g", max=60)
+    got = messages(lines)
+    assert sorted(m["value"] for m in got) == sorted(f"v{i}" for i in range(60))
+    for m in got:
+        i = int(m["value"][1:])
+        assert (m["key"], m["headers"]) == (f"k{i % 7}", {"i": str(i), "h": "x"})
+    # One key, one partition; and each partition's offsets are dense from 0.
+    assert len({(m["key"], m["partition"]) for m in got}) == 7
+    for partition in range(3):
+        offsets = sorted(m["offset"] for m in got if m["partition"] == partition)
+        assert offsets == list(range(len(offsets)))
+    # Each send's records start, in each partition, at the base offset kafkajs was told.
+    placed = {m["value"]: (m["partition"], m["offset"]) for m in got}
+    for send in sends:
+        firsts: dict[int, int] = {}
+        for partition, offset in (placed[v] for v in send["values"]):
+            firsts[partition] = min(offset, firsts.get(partition, offset))
+        assert firsts == {p: base for p, base, _ in send["acks"]}
+
+
+def test_send_batch_across_topics(shared_broker: BrokerProcess,
+                                  node: Callable[..., NodeScript]) -> None:
+    topics = ["kjs-batch-a", "kjs-batch-b"]
+    for topic in topics:
+        make_topic(shared_broker.bootstrap, topic, 1)
+    [answer] = run(node, "send_batch", brokers=shared_broker.bootstrap, topics=topics, count=8)
+    assert sorted(answer["acks"]) == [[t, 0, 0, 0] for t in topics]
+    lines = run(node, "consume", brokers=shared_broker.bootstrap, topics=topics,
+                groupId="kjs-batch-g", max=16)
+    got = {(m["topic"], m["offset"]): (m["key"], m["value"]) for m in messages(lines)}
+    assert got == {(t, i): (f"{t}-k{i}", f"{t}-v{i}") for t in topics for i in range(8)}
