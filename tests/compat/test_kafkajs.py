@@ -245,3 +245,148 @@ def test_send_batch_across_topics(shared_broker: BrokerProcess,
                 groupId="kjs-batch-g", max=16)
     got = {(m["topic"], m["offset"]): (m["key"], m["value"]) for m in messages(lines)}
     assert got == {(t, i): (f"{t}-k{i}", f"{t}-v{i}") for t in topics for i in range(8)}
+
+
+# ---------------------------------------------------------------------------- groups
+
+
+def send_round(bootstrap: str, topic: str, partitions: int, rounds: range) -> set[str]:
+    """Records "p<P>-<i>" for each i of ``rounds`` in each partition; their values."""
+    producer = Producer(bootstrap)
+    for partition in range(partitions):
+        for i in rounds:
+            producer.send(topic, value=b"p%d-%d" % (partition, i), partition=partition)
+    producer.flush()
+    producer.close()
+    return {f"p{p}-{i}" for p in range(partitions) for i in rounds}
+
+
+def values_of(*scripts: NodeScript) -> set[str]:
+    return {m["value"] for script in scripts for m in messages(script.lines)}
+
+
+def wait_values(wanted: set[str], *scripts: NodeScript) -> None:
+    deadline = time.monotonic() + RUN_S
+    while not wanted <= values_of(*scripts):
+        missing = sorted(wanted - values_of(*scripts))
+        assert time.monotonic() < deadline, \
+            f"never consumed {missing[:8]}: " + "\n".join(s.describe() for s in scripts)
+        time.sleep(0.05)
+
+
+def assigned(script: NodeScript, topic: str, count: int) -> list[int]:
+    """The partitions of ``topic`` given to the script at its next assignment of ``count``."""
+    line = script.wait_for(lambda line: line.get("event") == "assigned" and
+                           len(line["assignment"].get(topic, [])) == count,
+                           f"an assignment of {count} partitions")
+    return sorted(line["assignment"][topic])
+
+
+def test_group_rebalance_and_resume(shared_broker: BrokerProcess,
+                                    node: Callable[..., NodeScript]) -> None:
+    bootstrap, topic, group = shared_broker.bootstrap, "kjs-group", "kjs-group-g"
+    make_topic(bootstrap, topic, 4)
+    first = send_round(bootstrap, topic, 4, range(10))
+    a = node("consume", brokers=bootstrap, topics=[topic], groupId=group, clientId="a")
+    assert assigned(a, topic, 4) == [0, 1, 2, 3]
+    wait_values(first, a)
+
+    # A second member: the group rebalances and splits the partitions between them.
+    b = node("consume", brokers=bootstrap, topics=[topic], groupId=group, clientId="b")
+    b_parts = assigned(b, topic, 2)
+    a_parts = assigned(a, topic, 2)
+    assert sorted(a_parts + b_parts) == [0, 1, 2, 3]
+    [described] = [line for line in run(node, "admin_groups", brokers=bootstrap,
+                                        groupIds=[group], topics=[topic])
+                   if line["step"] == "describe"]
+    assert described["groups"] == [{"groupId": group, "state": "Stable",
+                                    "protocolType": "consumer",
+                                    "protocol": "RoundRobinAssigner", "errorCode": 0,
+                                    "members": 2}]
+    second = send_round(bootstrap, topic, 4, range(10, 20))
+    wait_values(second, a, b)
+    assert {m["partition"] for m in messages(b.lines)} == set(b_parts)
+
+    # One leaves (LeaveGroup on disconnect): the other gets every partition back.
+    b.stop()
+    assert assigned(a, topic, 4) == [0, 1, 2, 3]
+    third = send_round(bootstrap, topic, 4, range(20, 30))
+    wait_values(third, a)
+    a.stop()
+    everything = values_of(a, b)
+    assert everything == first | second | third
+
+    got = steps(run(node, "admin_groups", brokers=bootstrap, groupIds=[group], topics=[topic]))
+    assert got["list"]["groups"] == [{"groupId": group, "protocolType": "consumer"}]
+    assert got["describe"]["groups"][0]["state"] == "Empty"
+    assert got["offsets"]["topics"] == [{"topic": topic,
+                                         "partitions": [[p, 30] for p in range(4)]}]
+
+    # A new member resumes from the committed offsets: only what came after.
+    fourth = send_round(bootstrap, topic, 4, range(30, 32))
+    resumed = run(node, "consume", brokers=bootstrap, topics=[topic], groupId=group, max=8)
+    assert {m["value"] for m in messages(resumed)} == fourth
+    assert {(m["partition"], m["offset"]) for m in messages(resumed)} == \
+        {(p, o) for p in range(4) for o in (30, 31)}
+
+
+def test_seek_and_pause(shared_broker: BrokerProcess, node: Callable[..., NodeScript]) -> None:
+    topic = "kjs-seek"
+    make_topic(shared_broker.bootstrap, topic, 2)
+    send_round(shared_broker.bootstrap, topic, 2, range(10))
+    lines = run(node, "seek_pause", brokers=shared_broker.bootstrap, topic=topic,
+                groupId="kjs-seek-g", seekTo=6, total=14)
+    assert lines[0] == {"event": "paused", "paused": [{"topic": topic, "partitions": [1]}]}
+    resumed_at = lines.index({"event": "resumed", "paused": []})
+    # Partition 0 from the seek, not from the beginning; partition 1 only once resumed.
+    assert [(m["partition"], m["offset"]) for m in lines[1:resumed_at]] == \
+        [(0, o) for o in range(6, 10)]
+    assert [(m["partition"], m["offset"], m["value"]) for m in lines[resumed_at + 1:]] == \
+        [(1, o, f"p1-{o}") for o in range(10)]
+
+
+# ---------------------------------------------------------------------------- transactions
+
+
+def test_transactions_commit_and_abort(shared_broker: BrokerProcess,
+                                       node: Callable[..., NodeScript]) -> None:
+    bootstrap, topic = shared_broker.bootstrap, "kjs-txn"
+    make_topic(bootstrap, topic, 1)
+    done = run(node, "transactions", brokers=bootstrap, topic=topic,
+               transactionalId="kjs-txn-id", rounds=2)
+    assert [line["outcome"] for line in done] == ["commit", "abort"] * 2
+    committed = [v for line in done if line["outcome"] == "commit" for v in line["values"]]
+
+    # kafkajs reads read_committed by default: the aborted records and the markers are
+    # skipped, so the 8 committed records are the first 8 it gets.
+    lines = run(node, "consume", brokers=bootstrap, topics=[topic], groupId="kjs-txn-rc", max=8)
+    assert [m["value"] for m in messages(lines)] == committed
+    # Each transaction is 4 records and a marker: commit 0-3, abort 5-8, commit 10-13.
+    assert [m["offset"] for m in messages(lines)] == [0, 1, 2, 3, 10, 11, 12, 13]
+    # read_uncommitted sees all 16 records, the aborted ones too.
+    lines = run(node, "consume", brokers=bootstrap, topics=[topic], groupId="kjs-txn-ru",
+                max=16, readUncommitted=True)
+    assert [m["value"] for m in messages(lines)] == [v for line in done for v in line["values"]]
+    got = steps(run(node, "admin_groups", brokers=bootstrap, groupIds=["kjs-txn-rc"],
+                    topics=[topic]))
+    assert got["offsets"]["topics"][0]["partitions"] == [[0, 14]]
+
+
+def test_consume_transform_produce(shared_broker: BrokerProcess,
+                                   node: Callable[..., NodeScript]) -> None:
+    bootstrap, source, sink, group = (shared_broker.bootstrap, "kjs-ctp-in", "kjs-ctp-out",
+                                      "kjs-ctp-g")
+    make_topic(bootstrap, source, 2)
+    make_topic(bootstrap, sink, 1)
+    values = send_round(bootstrap, source, 2, range(15))
+    # The first transaction is aborted (output and offsets), then every batch commits.
+    lines = run(node, "transform", brokers=bootstrap, input=source, output=sink, groupId=group,
+                transactionalId="kjs-ctp-id", max=30, abortFirst=True)
+    assert lines[0]["event"] == "aborted"
+    assert lines[-1] == {"event": "done", "moved": 30}
+
+    out = run(node, "consume", brokers=bootstrap, topics=[sink], groupId="kjs-ctp-check",
+              max=30)
+    assert sorted(m["value"] for m in messages(out)) == sorted(v.upper() for v in values)
+    got = steps(run(node, "admin_groups", brokers=bootstrap, groupIds=[group], topics=[source]))
+    assert got["offsets"]["topics"][0]["partitions"] == [[0, 15], [1, 15]]
