@@ -390,3 +390,44 @@ def test_consume_transform_produce(shared_broker: BrokerProcess,
     assert sorted(m["value"] for m in messages(out)) == sorted(v.upper() for v in values)
     got = steps(run(node, "admin_groups", brokers=bootstrap, groupIds=[group], topics=[source]))
     assert got["offsets"]["topics"][0]["partitions"] == [[0, 15], [1, 15]]
+
+
+# ---------------------------------------------------------------------------- failover
+
+
+def test_leader_killed_mid_produce(cluster: Cluster, node: Callable[..., NodeScript]) -> None:
+    topic = "kjs-failover"
+    cluster.create_topic(topic, 1, 3, configs={"min.insync.replicas": "2"})
+    leader = cluster.leader(topic)
+    producer = node("produce", brokers=cluster.bootstrap, topic=topic, count=400, batch=4,
+                    acks=-1, idempotent=True)
+    producer.wait_for(lambda line: line["acks"][0][1] >= 40, "40 acknowledged records")
+    cluster.step(f"kill leader {leader}")
+    cluster.kill(leader)
+    before_kill = len(producer.lines)
+    sends = producer.finish()
+    assert before_kill < len(sends), "the producer finished before the leader died"
+    assert cluster.wait_leader(topic, not_in=[leader]) != leader
+
+    acked = {}
+    for send in sends:
+        [(partition, base, error)] = send["acks"]
+        assert error == 0
+        acked.update({v.encode(): (partition, base + i) for i, v in enumerate(send["values"])})
+    assert len(acked) == 400
+    marks = check_acknowledged(cluster, topic, [0], acked)
+    assert marks == {0: 400}  # idempotent retries: nothing written twice
+
+
+def test_transactions_and_groups_on_three_brokers(shared_cluster: Cluster,
+                                                  node: Callable[..., NodeScript]) -> None:
+    """Coordinators and leaders spread over brokers: kafkajs finds each one (FindCoordinator
+    for groups and transactions) instead of talking to its bootstrap broker only."""
+    topic = "kjs-spread"
+    shared_cluster.create_topic(topic, 3, 3)
+    done = run(node, "transactions", brokers=shared_cluster.bootstrap, topic=topic,
+               transactionalId="kjs-spread-id", rounds=3)
+    committed = sorted(v for line in done if line["outcome"] == "commit" for v in line["values"])
+    lines = run(node, "consume", brokers=shared_cluster.bootstrap, topics=[topic],
+                groupId="kjs-spread-g", max=len(committed))
+    assert sorted(m["value"] for m in messages(lines)) == committed
