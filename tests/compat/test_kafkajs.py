@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from slog.client import Admin, NewTopic, Producer
+from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess
 from tests.cluster.conftest import Cluster, check_acknowledged
 
@@ -430,4 +431,29 @@ def test_transactions_and_groups_on_three_brokers(shared_cluster: Cluster,
     committed = sorted(v for line in done if line["outcome"] == "commit" for v in line["values"])
     lines = run(node, "consume", brokers=shared_cluster.bootstrap, topics=[topic],
                 groupId="kjs-spread-g", max=len(committed))
+    assert sorted(m["value"] for m in messages(lines)) == committed
+
+
+def test_transaction_coordinator_killed(cluster: Cluster, node: Callable[..., NodeScript]
+                                        ) -> None:
+    topic, transactional_id = "kjs-txn-failover", "kjs-txn-failover-id"
+    cluster.create_topic(topic, 2, 3, configs={"min.insync.replicas": "2"})
+    producer = node("transactions", brokers=cluster.bootstrap, topic=topic,
+                    transactionalId=transactional_id, rounds=60)
+    producer.wait_for(lambda line: line["outcome"] == "abort", "a first transaction")
+    with cluster.connect(cluster.controller()) as conn:
+        found = conn.request(ApiKey.FIND_COORDINATOR, {"key": transactional_id,
+                                                       "key_type": 1}, version=3)
+    assert found.error_code == 0
+    cluster.step(f"kill transaction coordinator {found.node_id}")
+    cluster.kill(found.node_id)
+    before_kill = len(producer.lines)
+    done = producer.finish()
+    assert before_kill < len(done), "the transactions ended before the coordinator died"
+
+    # Exactly the committed records, once each: nothing aborted, nothing written twice.
+    committed = sorted(v for line in done if line["outcome"] == "commit" for v in line["values"])
+    assert len(committed) == 240
+    lines = run(node, "consume", brokers=cluster.bootstrap, topics=[topic],
+                groupId="kjs-txn-failover-g", max=len(committed))
     assert sorted(m["value"] for m in messages(lines)) == committed
