@@ -71,7 +71,11 @@ class NodeScript:
     def _read_stdout(self) -> None:
         assert self.process.stdout is not None
         for raw in self.process.stdout:
-            line = json.loads(raw)
+            try:
+                line = json.loads(raw)
+            except json.JSONDecodeError:  # not one of the script's lines: show it, skip it
+                self._stderr.append(f"(stdout) {raw}")
+                continue
             self.lines.append(line)
             self._arrived.put(line)
 
@@ -105,7 +109,8 @@ class NodeScript:
             code = self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            raise AssertionError(f"still running after {timeout_s:g}s: {self.describe()}")
+            raise AssertionError(
+                f"still running after {timeout_s:g}s: {self.describe()}") from None
         for thread in self._threads:
             thread.join(5)
         assert code == 0, f"exit code {code}: {self.describe()}"
