@@ -17,6 +17,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ import pytest
 from slog.client import Admin, NewTopic, Producer
 from slog.protocol.apis import ApiKey
 from tests.brokers import BrokerProcess
-from tests.cluster.conftest import Cluster, check_acknowledged
+from tests.cluster.conftest import Cluster, check_acknowledged, wait_until
 
 SCRIPTS = Path(__file__).parent / "kafkajs"
 RUN_S = 45.0
@@ -401,6 +402,15 @@ def test_consume_transform_produce(shared_broker: BrokerProcess,
 # ---------------------------------------------------------------------------- failover
 
 
+def find_coordinator(cluster: Cluster, key: str, key_type: int) -> int:
+    """The broker coordinating a group (key_type 0) or a transactional id (1)."""
+    with cluster.connect(cluster.controller()) as conn:
+        found = conn.request(ApiKey.FIND_COORDINATOR, {"key": key, "key_type": key_type},
+                             version=3)
+    assert found.error_code == 0, found
+    return int(found.node_id)
+
+
 def test_leader_killed_mid_produce(cluster: Cluster, node: Callable[..., NodeScript]) -> None:
     topic = "kjs-failover"
     cluster.create_topic(topic, 1, 3, configs={"min.insync.replicas": "2"})
@@ -444,21 +454,51 @@ def test_transaction_coordinator_killed(cluster: Cluster, node: Callable[..., No
     topic, transactional_id = "kjs-txn-failover", "kjs-txn-failover-id"
     cluster.create_topic(topic, 2, 3, configs={"min.insync.replicas": "2"})
     producer = node("transactions", brokers=cluster.bootstrap, topic=topic,
-                    transactionalId=transactional_id, rounds=60)
+                    transactionalId=transactional_id, rounds=40)
     producer.wait_for(lambda line: line["outcome"] == "abort", "a first transaction")
-    with cluster.connect(cluster.controller()) as conn:
-        found = conn.request(ApiKey.FIND_COORDINATOR, {"key": transactional_id,
-                                                       "key_type": 1}, version=3)
-    assert found.error_code == 0
-    cluster.step(f"kill transaction coordinator {found.node_id}")
-    cluster.kill(found.node_id)
+    coordinator = find_coordinator(cluster, transactional_id, key_type=1)
+    cluster.step(f"kill transaction coordinator {coordinator}")
+    cluster.kill(coordinator)
     before_kill = len(producer.lines)
     done = producer.finish()
     assert before_kill < len(done), "the transactions ended before the coordinator died"
 
     # Exactly the committed records, once each: nothing aborted, nothing written twice.
     committed = sorted(v for line in done if line["outcome"] == "commit" for v in line["values"])
-    assert len(committed) == 240
+    assert len(committed) == 160
     lines = run(node, "consume", brokers=cluster.bootstrap, topics=[topic],
                 groupId="kjs-txn-failover-g", max=len(committed))
     assert sorted(m["value"] for m in messages(lines)) == committed
+
+
+def committed(node: Callable[..., NodeScript], bootstrap: str, group: str, topic: str
+              ) -> list[list[int]]:
+    """[partition, committed offset] of ``group`` on ``topic``, as kafkajs's admin sees it."""
+    got = steps(run(node, "admin_groups", brokers=bootstrap, groupIds=[group], topics=[topic]))
+    return list(got["offsets"]["topics"][0]["partitions"])
+
+
+def test_group_coordinator_killed(cluster: Cluster, node: Callable[..., NodeScript]) -> None:
+    """The coordinator dies. kafkajs goes on fetching, but sends its heartbeats and commits
+    to the dead coordinator until its retries run out; then the consumer crashes and
+    restarts itself (kafkajs's own recovery, the same against Kafka), finds the new
+    coordinator, and resumes from the offsets that one loaded from __consumer_offsets."""
+    topic, group = "kjs-coordinator", "kjs-coordinator-g"
+    cluster.create_topic(topic, 3, 3)
+    first = send_round(cluster.bootstrap, topic, 3, range(10))
+    consumer = node("consume", brokers=cluster.bootstrap, topics=[topic], groupId=group,
+                    sessionTimeout=6000)
+    wait_values(first, consumer)
+    coordinator = find_coordinator(cluster, group, key_type=0)
+    cluster.step(f"kill group coordinator {coordinator}")
+    cluster.kill(coordinator)
+    second = send_round(cluster.bootstrap, topic, 3, range(10, 20))
+    wait_values(second, consumer)
+    wait_until(lambda: committed(node, cluster.bootstrap, group, topic) ==
+               [[p, 20] for p in range(3)], RUN_S, "offset 20 committed in every partition")
+    consumer.stop()
+    # At least once: every record, and none read more than twice (once more after the
+    # restart, if its offset was not committed yet).
+    counts = Counter(m["value"] for m in messages(consumer.lines))
+    assert set(counts) == first | second
+    assert max(counts.values()) <= 2

@@ -4,11 +4,11 @@
 // assignment it gets, each message, and `done`.
 const { args, emit, kafka, message, run } = require('./common')
 
-const { topics, groupId, fromBeginning = true, max = Infinity, readUncommitted = false } = args
+const { topics, groupId, fromBeginning = true, max = Infinity, readUncommitted = false, sessionTimeout = 10000 } = args
 
 run(async () => {
   const consumer = kafka(args.clientId || 'kafkajs-consume').consumer({
-    groupId, readUncommitted, heartbeatInterval: 300, sessionTimeout: 10000, rebalanceTimeout: 10000, maxWaitTimeInMs: 200
+    groupId, readUncommitted, heartbeatInterval: 300, sessionTimeout, rebalanceTimeout: sessionTimeout, maxWaitTimeInMs: 200
   })
   let seen = 0
   let finish
