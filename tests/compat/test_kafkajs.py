@@ -502,3 +502,24 @@ def test_group_coordinator_killed(cluster: Cluster, node: Callable[..., NodeScri
     counts = Counter(m["value"] for m in messages(consumer.lines))
     assert set(counts) == first | second
     assert max(counts.values()) <= 2
+
+
+def test_admin_refusals_and_validate_only(shared_broker: BrokerProcess,
+                                          node: Callable[..., NodeScript]) -> None:
+    got = steps(run(node, "admin_refusals", brokers=shared_broker.bootstrap,
+                    topic="kjs-refusals"))
+    assert got["validate"]["ok"] is True
+    assert got["validate_bad_rf"]["errors"] == ["INVALID_REPLICATION_FACTOR"]
+    assert got["listed"]["ok"] == []  # validated, not created
+    assert got["bad_config"]["errors"] == ["INVALID_CONFIG"]
+    assert got["unknown_config"]["errors"] == ["INVALID_CONFIG"]
+    assert got["bad_rf"]["errors"] == ["INVALID_REPLICATION_FACTOR"]
+    assert got["bad_name"]["errors"] == ["INVALID_TOPIC_EXCEPTION"]
+    assert got["create"]["ok"] is True
+    assert got["fewer_partitions"]["errors"] == ["INVALID_PARTITIONS"]
+    assert "errors" not in got["validate_partitions"]
+    assert got["alter_bad_value"]["errors"] == ["INVALID_CONFIG"]
+    assert got["alter_validate"]["ok"]["resources"][0]["errorCode"] == 0
+    # Neither validated change was made.
+    assert got["after"]["ok"] == {"partitions": 1, "retention": str(7 * 24 * 3600 * 1000)}
+    assert got["too_large"]["errors"] == ["MESSAGE_TOO_LARGE"]
