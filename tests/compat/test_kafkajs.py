@@ -213,7 +213,7 @@ def test_admin_topic_lifecycle(shared_broker: BrokerProcess, node: Callable[...,
     (-1, "none", False), (1, "gzip", False), (-1, "gzip", True)])
 def test_send_then_group_consume(shared_broker: BrokerProcess, node: Callable[..., NodeScript],
                                  acks: int, compression: str, idempotent: bool) -> None:
-    topic = f"kjs-send-{acks}-{compression}-{idempotent}".replace("--", "-")
+    topic = f"kjs-send-acks{acks}-{compression}" + ("-idempotent" if idempotent else "")
     make_topic(shared_broker.bootstrap, topic, 3)
     sends = run(node, "produce", brokers=shared_broker.bootstrap, topic=topic, count=60,
                 batch=12, acks=acks, compression=compression, idempotent=idempotent)
