@@ -189,9 +189,13 @@ class FetchSession:
             if partition.key != key:
                 self._aliases[partition.key] = key
 
-    def partition_changed(self, key: TopicPartition | None) -> None:
+    def partition_changed(self, key: TopicPartition | None, wake: bool = True) -> None:
+        """``key`` is read again by the parked fetch, at once if ``wake``, else when
+        it is answered for another reason (a follower's news of a moved HW)."""
         if key is not None:
             self.dirty.add(self._aliases.get(key, key))
+        if not wake:
+            return
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)

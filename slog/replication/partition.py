@@ -25,6 +25,7 @@ the controller has not fenced; a DeleteRecords answer waits for it.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable, Collection
@@ -59,7 +60,17 @@ class FetchWatcher(Protocol):
     wants_log_end: bool  # told of every append (a follower), not only HW moves
     last_fetch_ms: float  # its latest fetch, whichever partitions it named
 
-    def partition_changed(self, key: tuple[str, int] | None) -> None: ...
+    def partition_changed(self, key: tuple[str, int] | None, wake: bool = True) -> None: ...
+
+
+class Change(enum.Flag):
+    """What moved in a partition, for its fetch watchers."""
+
+    LOG_END = enum.auto()  # an append: followers read it at once
+    # What consumers may read: they are woken; a follower only notes it and hears
+    # of it with its next answer (new data, or the end of its wait), as in Kafka.
+    HIGH_WATERMARK = enum.auto()
+    EVERYTHING = LOG_END | HIGH_WATERMARK  # leadership, truncation, the log start
 
 
 @dataclass
@@ -150,12 +161,16 @@ class Partition:
     def unwatch(self, watcher: FetchWatcher) -> None:
         self._watchers.discard(watcher)
 
-    def notify_watchers(self, log_end_only: bool = False) -> None:
-        """Something a fetch reads changed: the HW or leadership (everyone), or only
-        the LEO (``log_end_only``: followers)."""
+    def notify_watchers(self, change: Change = Change.EVERYTHING) -> None:
+        """Something a fetch reads changed (see :class:`Change`)."""
         for watcher in list(self._watchers):
-            if not log_end_only or watcher.wants_log_end:
+            if not watcher.wants_log_end:
+                if Change.HIGH_WATERMARK in change:
+                    watcher.partition_changed(self.key)
+            elif Change.LOG_END in change:
                 watcher.partition_changed(self.key)
+            else:
+                watcher.partition_changed(self.key, wake=False)
 
     # -- role ------------------------------------------------------------------------
     @property
@@ -255,7 +270,7 @@ class Partition:
         if not self.log.config.write_caching:
             self._sync.request(self.log.log_end_offset)
         hw_moved = self._maybe_advance_high_watermark()
-        self.notify_watchers(log_end_only=not hw_moved)
+        self.notify_watchers(Change.EVERYTHING if hw_moved else Change.LOG_END)
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             self.log.log_start_offset)
 
@@ -285,7 +300,7 @@ class Partition:
     def _durable_moved(self) -> None:
         if self.is_leader:
             if self._maybe_advance_high_watermark():
-                self.notify_watchers()
+                self.notify_watchers(Change.HIGH_WATERMARK)
         elif self.state is not None:
             self.set_high_watermark(self._leader_hw)
 
@@ -371,7 +386,7 @@ class Partition:
         if replica_id not in self.isr:
             self._watch_isr()  # it may have caught up: time to propose adding it
         if self._maybe_advance_high_watermark():
-            self.notify_watchers()
+            self.notify_watchers(Change.HIGH_WATERMARK)
             return True
         return False
 
@@ -559,7 +574,7 @@ class Partition:
         high_watermark = min(offset, self.durable_end)
         if high_watermark != self.high_watermark:
             self.high_watermark = high_watermark
-            self.notify_watchers()  # consumers reading from this follower (KIP-392)
+            self.notify_watchers(Change.HIGH_WATERMARK)  # its readers (KIP-392)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self.log.log_end_offset:

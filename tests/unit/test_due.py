@@ -130,7 +130,7 @@ class Session:
     def __init__(self, last_fetch_ms: float):
         self.last_fetch_ms = last_fetch_ms
 
-    def partition_changed(self, key: tuple[str, int] | None) -> None:
+    def partition_changed(self, key: tuple[str, int] | None, wake: bool = True) -> None:
         pass
 
 

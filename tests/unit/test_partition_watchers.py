@@ -41,7 +41,7 @@ class _Part:
     partition_max_bytes = 1024
 
 
-def test_an_append_wakes_followers_a_new_high_watermark_everyone(tmp_path: Path) -> None:
+def test_an_append_wakes_followers_a_new_high_watermark_consumers(tmp_path: Path) -> None:
     partition = leader(tmp_path)
     cache = FetchSessionCache(10)
     follower, consumer = session(cache, True), session(cache, False)
@@ -50,10 +50,42 @@ def test_an_append_wakes_followers_a_new_high_watermark_everyone(tmp_path: Path)
     end = append(partition)  # the HW waits for broker 2: only the LEO moved
     assert follower.take_dirty() == {("w", 0)} and consumer.take_dirty() == set()
     partition.update_follower(2, end, follower)  # the HW moves
+    # The follower reads it again with its next answer, whatever ends its wait.
     assert consumer.take_dirty() == {("w", 0)} and follower.take_dirty() == {("w", 0)}
     cache.remove(follower.id)
     append(partition)
     assert follower.take_dirty() == set()  # a closed session hears nothing more
+
+
+def test_a_moved_high_watermark_does_not_end_a_followers_wait(tmp_path: Path) -> None:
+    """As in Kafka, a parked follower fetch is answered for new data, not for the HW
+    alone: waking it doubled the replication round trips of an acks=all write."""
+    partition = leader(tmp_path)
+    cache = FetchSessionCache(10)
+    follower, consumer = session(cache, True), session(cache, False)
+    follower.watch(("w", 0), partition)
+    consumer.watch(("w", 0), partition)
+    end = append(partition)
+    follower.take_dirty()
+
+    async def waits() -> tuple[float, float]:
+        async def timed(s, timeout_s: float) -> float:
+            started = time.monotonic()
+            await s.wait_for_change(timeout_s)
+            return time.monotonic() - started
+
+        parked = [asyncio.ensure_future(timed(follower, 0.5)),
+                  asyncio.ensure_future(timed(consumer, 5.0))]
+        await asyncio.sleep(0.05)
+        partition.update_follower(2, end, follower)  # the HW moves
+        return tuple(await asyncio.gather(*parked))  # type: ignore[return-value]
+
+    follower_waited, consumer_waited = asyncio.run(waits())
+    assert consumer_waited < 1.0  # woken by the HW
+    assert follower_waited >= 0.45  # its whole wait: the HW is no news to wake it for
+    assert follower.take_dirty() == {("w", 0)}  # but its answer will carry it
+    append(partition)
+    assert follower.take_dirty() == {("w", 0)}  # new data wakes it as before
 
 
 def test_leadership_change_wakes_every_session(tmp_path: Path) -> None:

@@ -112,13 +112,13 @@ class FetchRequestState:
             # batch larger than it must still get through); after that, the rest
             # must fit, or a thousand partitions answer a thousand batches.
             left = max(self.budget - self.total, 0)
-            done = self._read_one(key, cached, left, previous, min_one=self.total == 0)
+            done = self._read_one(key, cached, left, min_one=self.total == 0)
             self.reads[key] = done
             self.total += done.size
             self.answer_now |= done.answer_now
 
     def _read_one(self, key: TopicPartition, cached: CachedPartition, budget: int,
-                  previous: _Read | None, min_one: bool) -> _Read:
+                  min_one: bool) -> _Read:
         ctx = self.ctx
         # A session keyed by topic id (v13+) reads whichever topic has the id now.
         name = ctx.broker.image.topic_name(key[0]) if self.session.by_id else key[0]
@@ -180,17 +180,14 @@ class FetchRequestState:
             if fetched.size:
                 result.aborted_transactions = partition.transactions.aborted_between(
                     fetched.first_offset, fetched.next_offset)
-        # A follower hears of a new high watermark at once (it cannot serve its own
-        # readers, or become an up-to-date leader, before it knows it): one it was
-        # not told yet, or, without a session, one that moved during this request.
-        told = cached.high_watermark if self.session.cached else \
-            (previous.result.high_watermark if previous is not None else result.high_watermark)
-        hw_news = self.follower >= 0 and told != result.high_watermark
-        # Likewise a log start moved by DeleteRecords: the request waits for the
-        # followers to move theirs (the low watermark).
+        # A follower hears of a new high watermark with its next answer (new data, or
+        # the end of its wait), as in Kafka: waking it for the HW alone doubled the
+        # replication round trips of every acks=all write. A log start moved by
+        # DeleteRecords is answered at once: the request waits for the followers to
+        # move theirs (the low watermark).
         start_news = self.follower >= 0 and self.session.cached and \
             cached.sent_log_start_offset != result.log_start_offset
-        return _Read(result, fetched.size, answer_now=hw_news or start_news,
+        return _Read(result, fetched.size, answer_now=start_news,
                      has_more=fetched.size > 0 or cached.fetch_offset < readable_end)
 
     def answer(self, full: bool) -> list[FetchTopicResult]:
