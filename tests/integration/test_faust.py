@@ -28,12 +28,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from kafka import KafkaProducer
 
 from slog.protocol.apis import ApiKey
-from tests.cluster.conftest import (  # noqa: F401 - the fixture and its markers
-    Cluster,
-    cluster,
-    pytest_configure,
-    wait_until,
-)
+from tests.cluster.conftest import Cluster, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 
