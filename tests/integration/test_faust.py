@@ -149,11 +149,18 @@ class App:
         return "\n" + self.log_path.read_text(errors="replace")[-chars:]
 
     def errors(self) -> str:
-        """The app's error lines, then its log's tail: what a failed wait reports."""
+        """The app's error lines, then its log's tail: what a failed wait reports. A running
+        app is sent SIGUSR1 first, on which Faust's worker logs where each task waits."""
+        if self.process is not None and self.process.poll() is None:
+            size = self.log_path.stat().st_size
+            self.process.send_signal(signal.SIGUSR1)
+            with contextlib.suppress(AssertionError):
+                wait_until(lambda: self.log_path.stat().st_size > size, 5, "a task dump")
+            time.sleep(0.5)  # the rest of the dump
         lines = self.log_path.read_text(errors="replace").splitlines()
         errors = [line for line in lines if "[ERROR]" in line or "[CRITICAL]" in line]
         return "; app errors:\n" + "\n".join(errors[-15:]) + "\napp log tail:" + \
-            self.log_tail(2500)
+            self.log_tail(12000)
 
 
 @contextlib.contextmanager
