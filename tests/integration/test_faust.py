@@ -52,9 +52,11 @@ class Input:
 def produce(bootstrap: str, topic: str, ids: range, into: Input, pause_s: float = 0.0,
             chunk: int = 50) -> None:
     """Keyed records, partitioned as Faust partitions (murmur2, Kafka's default partitioner),
-    so each word's count and its output stay in one partition and transaction."""
+    so each word's count and its output stay in one partition and transaction. Idempotent:
+    a retry across a broker kill must not duplicate an input."""
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", retries=20,
-                             request_timeout_ms=10_000, retry_backoff_ms=100)
+                             enable_idempotence=True, request_timeout_ms=10_000,
+                             retry_backoff_ms=100)
     try:
         for start in range(ids.start, ids.stop, chunk):
             sent = []
@@ -68,6 +70,27 @@ def produce(bootstrap: str, topic: str, ids: range, into: Input, pause_s: float 
                 time.sleep(pause_s)
     finally:
         producer.close(timeout=10)
+
+
+class Feeder(threading.Thread):
+    """:func:`produce` in the background, paced, while the test kills things; ``join``
+    re-raises what failed."""
+
+    def __init__(self, bootstrap: str, topic: str, ids: range, into: Input):
+        super().__init__(daemon=True)
+        self.args_ = (bootstrap, topic, ids, into)
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            produce(*self.args_, pause_s=0.05)
+        except BaseException as exc:  # re-raised by join, on the test's thread
+            self.error = exc
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            raise AssertionError(f"producing the input failed: {self.error!r}") from self.error
 
 
 class OutputReader:
@@ -217,8 +240,7 @@ def test_exactly_once_through_app_and_broker_kills(cluster: Cluster, tmp_path: P
         cluster.step("first 400 counted exactly once")
 
         # kill -9 of the app mid-stream: the input keeps coming while it is down
-        feeder = threading.Thread(target=produce, args=(cluster.bootstrap, words,
-                                                         range(400, 1600), produced, 0.05))
+        feeder = Feeder(cluster.bootstrap, words, range(400, 1600), produced)
         feeder.start()
         reader.wait_for(600, app)
         app.kill()
@@ -230,17 +252,20 @@ def test_exactly_once_through_app_and_broker_kills(cluster: Cluster, tmp_path: P
 
         # kill -9 of the broker coordinating one of the app's transactions, mid-stream
         coordinator = transaction_coordinator(cluster, app, "eos-1-0")
-        feeder = threading.Thread(target=produce, args=(cluster.bootstrap, words,
-                                                         range(1600, 2400), produced, 0.05))
+        feeder = Feeder(cluster.bootstrap, words, range(1600, 2400), produced)
         feeder.start()
         reader.wait_for(1800, app)
+        led = [f"{t}-{p}" for t in ("eos-words", "eos-counts", "eos-counts-changelog")
+               for p in range(PARTITIONS) if cluster.leader(t, p) == coordinator]
         cluster.kill(coordinator)
-        cluster.step(f"broker {coordinator} (transaction coordinator) killed")
+        cluster.step(f"broker {coordinator} killed: coordinator of eos-1-0, leader of {led}")
         feeder.join()
         reader.wait_for(2400, app)
         cluster.restart(coordinator)
         cluster.wait_registered()
-        cluster.step("app caught up; broker restarted")
+        cluster.step("app caught up without the broker; broker restarted")
+        produce(cluster.bootstrap, words, range(2400, 2600), produced)
+        reader.wait_for(2600, app)
         app.check_alive()
         check_exactly_once(reader, produced)
 
