@@ -18,12 +18,14 @@ marked below: without them a kill -9 of the app duplicates results and miscounts
 
 import asyncio
 import json
+import logging
 import os
 from typing import Any
 
 import faust
 from faust.transport.consumer import Consumer
 
+log = logging.getLogger("word_count")
 BROKERS = os.environ["FAUST_BROKERS"]
 PARTITIONS = int(os.environ.get("FAUST_PARTITIONS", "4"))
 
@@ -89,6 +91,7 @@ async def count_words(stream: faust.StreamT) -> None:
     async for event in stream.events():
         tp, offset = event.message.tp, event.message.offset
         if offset <= processed.get(tp, -1):
+            log.warning("skipping %s@%d: counted already (re-delivered)", tp, offset)
             continue
         processed[tp] = offset
         async with between_commits:
