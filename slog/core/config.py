@@ -1,7 +1,10 @@
 """Broker configuration and per-topic configuration, with Kafka's names and defaults.
 
 Topic configs fall back to a broker default (``retention.ms`` ← ``log.retention.ms``),
-exactly as in Kafka, so DescribeConfigs can say where each value came from.
+exactly as in Kafka, so DescribeConfigs can say where each value came from. Two
+take it from the first one set of several broker settings, as Kafka does:
+``retention.ms`` ← ``log.retention.ms``, ``.minutes``, ``.hours`` (168 by default)
+and ``segment.ms`` ← ``log.roll.ms``, ``log.roll.hours`` (168).
 
 A broker setting resolves through Kafka's layers, highest first: this broker's
 dynamic config, the cluster-wide dynamic default (both set at runtime through
@@ -11,9 +14,10 @@ default. Only :data:`DYNAMIC_BROKER_CONFIGS` may be set at runtime.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from itertools import dropwhile
 from pathlib import Path
 
 from slog.core.errors import SlogError
@@ -34,6 +38,8 @@ class ConfigSource(IntEnum):
 
 
 _INT32_MAX = 2**31 - 1
+_MINUTE_MS = 60 * 1000
+_HOUR_MS = 60 * _MINUTE_MS
 
 # KIP-392's selector, the one replica.selector.class value slog implements.
 RACK_AWARE_REPLICA_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -54,6 +60,15 @@ def _int(minimum: int | None = None, maximum: int = 2**63 - 1) -> Callable[[str]
         return str(number)
 
     return check
+
+
+def _unlimited_or_positive(value: str) -> str:
+    """A retention time in Kafka's INT minutes or hours: -1 is unlimited, 0 is refused
+    (Kafka refuses a broker retention of 0 at start-up)."""
+    number = int(_int(-1, _INT32_MAX)(value))
+    if number == 0:
+        raise ConfigError("0 is neither -1 (unlimited) nor at least 1")
+    return str(number)
 
 
 def _bool(value: str) -> str:
@@ -83,12 +98,50 @@ def _replica_selector(value: str) -> str:
 
 
 @dataclass(frozen=True)
+class CoarserSetting:
+    """A broker setting that gives a ``*.ms`` topic default in a coarser unit, read only
+    when the settings before it are unset (Kafka's ``log.retention.hours``). As in
+    Kafka, these are start-up settings: only the ``.ms`` one can change at runtime."""
+
+    name: str
+    unit_ms: int
+    check: Callable[[str], str]
+
+
+@dataclass(frozen=True)
 class ConfigDef:
     name: str
-    broker_key: str  # the broker setting that supplies the default
+    broker_key: str  # the broker setting that supplies the default (runtime-changeable)
     default: str
     check: Callable[[str], str]
     sensitive: bool = False
+    # broker_key's synonyms, in precedence order; the last carries the default.
+    coarser: tuple[CoarserSetting, ...] = ()
+
+    @property
+    def broker_keys(self) -> tuple[str, ...]:
+        """Every broker setting that may supply the default, highest precedence first."""
+        return (self.broker_key, *(c.name for c in self.coarser))
+
+    def broker_check(self, key: str) -> Callable[[str], str]:
+        return next((c.check for c in self.coarser if c.name == key), self.check)
+
+    def from_broker(self, key: str, value: str) -> str:
+        """This config's value when broker setting ``key`` (one of :attr:`broker_keys`)
+        supplies it: a coarser unit in milliseconds, any negative time unlimited (-1)."""
+        for setting in self.coarser:
+            if setting.name == key:
+                millis = int(value) * setting.unit_ms
+                return "-1" if millis < 0 else str(millis)
+        return value
+
+    def broker_defaults(self) -> dict[str, str]:
+        """The built-in broker default that supplies this config (Kafka's: only the
+        least precise setting has one, the others are unset)."""
+        if not self.coarser:
+            return {self.broker_key: self.default}
+        last = self.coarser[-1]
+        return {last.name: str(int(self.default) // last.unit_ms)}
 
 
 # Topic-level configs slog honours. Defaults are Kafka's, except where the
@@ -102,11 +155,16 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "delete",
             _choice("delete", "compact", many=True),
         ),
-        ConfigDef("retention.ms", "log.retention.ms", str(7 * 24 * 3600 * 1000), _int(-1)),
+        ConfigDef("retention.ms", "log.retention.ms", str(7 * 24 * _HOUR_MS), _int(-1),
+                  coarser=(CoarserSetting("log.retention.minutes", _MINUTE_MS,
+                                          _unlimited_or_positive),
+                           CoarserSetting("log.retention.hours", _HOUR_MS,
+                                          _unlimited_or_positive))),
         ConfigDef("retention.bytes", "log.retention.bytes", "-1", _int(-1)),
         ConfigDef("segment.bytes", "log.segment.bytes", str(64 * 1024 * 1024),
                   _int(14, _INT32_MAX)),
-        ConfigDef("segment.ms", "log.roll.ms", str(7 * 24 * 3600 * 1000), _int(1)),
+        ConfigDef("segment.ms", "log.roll.ms", str(7 * 24 * _HOUR_MS), _int(1),
+                  coarser=(CoarserSetting("log.roll.hours", _HOUR_MS, _int(1, _INT32_MAX)),)),
         ConfigDef(
             "segment.index.bytes", "log.index.size.max.bytes", str(10 * 1024 * 1024),
             _int(8, _INT32_MAX),
@@ -234,8 +292,22 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
 SENSITIVE_BROKER_SETTINGS = frozenset({"ssl.key.password", "ssl.keystore.key"})
 
 
+# The topic config each broker setting may supply (log.retention.hours -> retention.ms).
+_SUPPLIES: dict[str, ConfigDef] = {
+    key: d for d in TOPIC_CONFIGS.values() for key in d.broker_keys}
+
+# Every broker setting slog knows, set or not.
+BROKER_CONFIG_NAMES: frozenset[str] = frozenset(BROKER_SETTINGS) | frozenset(_SUPPLIES)
+
+
+def topic_config_supplied_by(key: str) -> ConfigDef | None:
+    """The topic config broker setting ``key`` is a default for, if any."""
+    return _SUPPLIES.get(key)
+
+
 # Broker settings Kafka lets an admin change at runtime (its DynamicBrokerConfig:
-# every log.* default a topic config falls back to, max.connections and the log
+# every log.* default a topic config falls back to, though not the coarser
+# log.retention.minutes/.hours and log.roll.hours, max.connections and the log
 # cleaner's backoff), restricted to the ones slog has. The rest need a restart.
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     {d.broker_key for d in TOPIC_CONFIGS.values()}
@@ -247,16 +319,23 @@ PER_BROKER_ONLY_CONFIGS: frozenset[str] = frozenset({"sasl.kerberos.min.time.bef
 
 def _broker_defaults() -> dict[str, str]:
     values = {key: default for key, (default, _) in BROKER_SETTINGS.items()}
-    values.update({d.broker_key: d.default for d in TOPIC_CONFIGS.values()})
+    for definition in TOPIC_CONFIGS.values():
+        values.update(definition.broker_defaults())
     return values
 
 
 DEFAULTS: Mapping[str, str] = _broker_defaults()
 
+# A DescribeConfigs synonym: (broker setting, its value, the layer that sets it).
+Synonym = tuple[str, str, ConfigSource]
+_Layers = Sequence[tuple[Mapping[str, str], ConfigSource]]
+
 
 @dataclass
 class BrokerConfig:
-    """This broker's settings: four layers and the effective ``values`` they make."""
+    """This broker's settings: four layers, the effective ``values`` they make (settings
+    Kafka leaves unset by default, like ``log.retention.ms``, are absent) and the
+    topic config defaults those give."""
 
     broker_id: int
     data_dir: Path
@@ -266,6 +345,12 @@ class BrokerConfig:
     dynamic_default: dict[str, str] = field(default_factory=dict)  # cluster-wide, runtime
     dynamic_broker: dict[str, str] = field(default_factory=dict)  # this broker, runtime
     values: dict[str, str] = field(default_factory=lambda: dict(DEFAULTS))
+    # topic config -> (the broker default, its synonyms): resolved once per change.
+    _topic_defaults: dict[str, tuple[str, list[Synonym]]] = field(
+        init=False, repr=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._resolve()
 
     @classmethod
     def build(
@@ -297,23 +382,38 @@ class BrokerConfig:
 
     def _resolve(self) -> None:
         self.values = {**DEFAULTS, **self.static, **self.dynamic_default, **self.dynamic_broker}
+        layers = self._layers()
+        self._topic_defaults = {name: _supplied_default(d, layers)
+                                for name, d in TOPIC_CONFIGS.items()}
+
+    def _layers(self, own_dynamic: bool = True) -> _Layers:
+        """Kafka's layers, highest precedence first; without this broker's dynamic one,
+        what the controller decides by (see :meth:`cluster_value`)."""
+        layers: list[tuple[Mapping[str, str], ConfigSource]] = [
+            (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self.static, ConfigSource.STATIC_BROKER_CONFIG),
+            (DEFAULTS, ConfigSource.DEFAULT_CONFIG)]
+        if own_dynamic:
+            layers.insert(0, (self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG))
+        return layers
 
     def source(self, key: str) -> ConfigSource:
-        """Which layer ``values[key]`` comes from."""
-        return self.synonyms(key)[0][1]
+        """Which layer ``values[key]`` comes from (DEFAULT_CONFIG when unset, as Kafka)."""
+        chain = self.synonyms(key)
+        return chain[0][2] if chain else ConfigSource.DEFAULT_CONFIG
 
-    def synonyms(self, key: str) -> list[tuple[str, ConfigSource]]:
-        """Every layer that sets ``key``, highest precedence first (DescribeConfigs synonyms)."""
-        layers = ((self.dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                  (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-                  (self.static, ConfigSource.STATIC_BROKER_CONFIG),
-                  (DEFAULTS, ConfigSource.DEFAULT_CONFIG))
-        return [(layer[key], source) for layer, source in layers if key in layer]
+    def synonyms(self, key: str) -> list[Synonym]:
+        """DescribeConfigs synonyms of broker setting ``key``, as Kafka lists them: the
+        settings of its family (log.retention.ms/.minutes/.hours) layer by layer,
+        from ``key``'s own highest entry on."""
+        supplied = _SUPPLIES.get(key)
+        return _synonym_chain(supplied.broker_keys if supplied else (key,), key,
+                              self._layers())
 
     def cluster_value(self, key: str) -> str:
         """``key`` without this broker's own dynamic layer: what the controller decides by
         (the cluster-wide default, else the static config it runs with)."""
-        for layer in (self.dynamic_default, self.static, DEFAULTS):
+        for layer, _ in self._layers(own_dynamic=False):
             if key in layer:
                 return layer[key]
         raise KeyError(key)
@@ -334,31 +434,57 @@ class BrokerConfig:
         return self.values["replica.selector.class"] == RACK_AWARE_REPLICA_SELECTOR
 
     def topic_default(self, name: str) -> str:
-        return self.values[TOPIC_CONFIGS[name].broker_key]
+        """Topic config ``name``'s value where the topic does not override it."""
+        return self._topic_defaults[name][0]
+
+    def topic_synonyms(self, name: str) -> list[Synonym]:
+        """The broker settings that supply topic config ``name``, the one in effect first."""
+        return self._topic_defaults[name][1]
 
     def effective_topic_config(
         self, overrides: Mapping[str, str]
     ) -> dict[str, tuple[str, ConfigSource]]:
         """Every topic config with its value and where the value came from."""
         result: dict[str, tuple[str, ConfigSource]] = {}
-        for name, definition in TOPIC_CONFIGS.items():
+        for name, (value, chain) in self._topic_defaults.items():
             if name in overrides:
                 result[name] = (overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
             else:
-                key = definition.broker_key
-                result[name] = (self.values[key], self.source(key))
+                result[name] = (value, chain[0][2])
         return result
 
     def topic_values(self, overrides: Mapping[str, str]) -> dict[str, str]:
-        values = self.values
-        return {name: overrides[name] if name in overrides else values[d.broker_key]
-                for name, d in TOPIC_CONFIGS.items()}
+        return {name: overrides.get(name, value)
+                for name, (value, _) in self._topic_defaults.items()}
 
     def cluster_topic_value(self, overrides: Mapping[str, str], name: str) -> str:
         """A topic config as the controller resolves it (see :meth:`cluster_value`)."""
         if name in overrides:
             return overrides[name]
-        return self.cluster_value(TOPIC_CONFIGS[name].broker_key)
+        return _supplied_default(TOPIC_CONFIGS[name], self._layers(own_dynamic=False))[0]
+
+
+def _synonym_chain(names: Sequence[str], lead: str, layers: _Layers) -> list[Synonym]:
+    """Kafka's synonym order for a family of broker settings: layer by layer, highest
+    first, each layer's settings in precedence order; the entries before ``lead``'s
+    first one are left out (they are not what the described setting is)."""
+    chain = [(name, layer[name], source)
+             for layer, source in layers for name in names if name in layer]
+    return list(dropwhile(lambda synonym: synonym[0] != lead, chain))
+
+
+def _supplied_default(definition: ConfigDef, layers: _Layers) -> tuple[str, list[Synonym]]:
+    """A topic config's broker default and its synonyms, the one in effect first.
+
+    As Kafka's KafkaConfig: the first of the config's broker settings set in any layer
+    wins (log.retention.ms over .minutes over .hours), at its highest layer. Kafka's
+    own DescribeConfigs starts the list at log.retention.ms and so shows nothing when
+    only .hours is set; slog starts it at the winner, so the source is the true one."""
+    lead = next(key for key in definition.broker_keys
+                if any(key in layer for layer, _ in layers))
+    chain = _synonym_chain(definition.broker_keys, lead, layers)
+    key, value, _ = chain[0]
+    return definition.from_broker(key, value), chain
 
 
 def _usable_dynamic(configs: Mapping[str, str], per_broker: bool) -> dict[str, str]:
@@ -396,9 +522,8 @@ def validate_dynamic_broker_config(key: str, value: str, *, per_broker: bool = T
 def _broker_validator(key: str) -> Callable[[str], str]:
     if key in BROKER_SETTINGS:
         return BROKER_SETTINGS[key][1]
-    for definition in TOPIC_CONFIGS.values():
-        if definition.broker_key == key:
-            return definition.check
+    if key in _SUPPLIES:
+        return _SUPPLIES[key].broker_check(key)
     raise ConfigError(f"unknown broker config {key!r}")
 
 

@@ -74,10 +74,10 @@ def test_layers_resolve_in_kafka_precedence() -> None:
     assert config.values["log.retention.ms"] == "3000"
     assert config.source("log.retention.ms") == ConfigSource.DYNAMIC_BROKER_CONFIG
     assert config.synonyms("log.retention.ms") == [
-        ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG),
-        ("2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-        ("1000", ConfigSource.STATIC_BROKER_CONFIG),
-        (str(7 * 24 * 3600 * 1000), ConfigSource.DEFAULT_CONFIG),
+        ("log.retention.ms", "3000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("log.retention.ms", "2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.ms", "1000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     ]
     assert config.source("log.segment.bytes") == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     assert config.source("max.connections") == ConfigSource.STATIC_BROKER_CONFIG
@@ -136,3 +136,115 @@ def test_per_broker_only_settings_are_refused_at_the_cluster_default() -> None:
 def test_dynamic_values_are_normalised() -> None:
     assert validate_dynamic_broker_config("unclean.leader.election.enable", " TRUE") == "true"
     assert validate_dynamic_broker_config("max.connections", "7") == "7"
+
+
+# -- time synonyms: log.retention.ms/.minutes/.hours, log.roll.ms/.hours -----------------
+HOUR_MS = 3600 * 1000
+
+
+def _static(**settings: str) -> BrokerConfig:
+    return BrokerConfig.build(1, Path("/x"), "h", 1,
+                              {k.replace("_", "."): v for k, v in settings.items()})
+
+
+def test_by_default_retention_and_roll_come_from_the_hours_settings() -> None:
+    config = BrokerConfig(1, Path("/x"))
+    assert config.topic_values({})["retention.ms"] == str(168 * HOUR_MS)
+    assert config.topic_values({})["segment.ms"] == str(168 * HOUR_MS)
+    assert config.topic_synonyms("retention.ms") == [
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    assert config.topic_synonyms("segment.ms") == [
+        ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    # As Kafka: the .ms and .minutes settings are unset, so a broker listing has no value.
+    assert "log.retention.ms" not in config.values
+    assert "log.retention.minutes" not in config.values
+    assert config.synonyms("log.retention.ms") == []
+    assert config.source("log.retention.ms") == ConfigSource.DEFAULT_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("settings", "retention", "winner"),
+    [
+        ({"log_retention_hours": "1"}, HOUR_MS, "log.retention.hours"),
+        ({"log_retention_minutes": "30", "log_retention_hours": "1"}, 30 * 60_000,
+         "log.retention.minutes"),
+        ({"log_retention_ms": "5000", "log_retention_minutes": "30"}, 5000,
+         "log.retention.ms"),
+        ({"log_retention_ms": "5000", "log_retention_hours": "1"}, 5000, "log.retention.ms"),
+    ],
+)
+def test_the_most_precise_retention_setting_wins(settings: dict[str, str], retention: int,
+                                                 winner: str) -> None:
+    config = _static(**settings)
+    effective = config.effective_topic_config({})
+    assert effective["retention.ms"] == (str(retention), ConfigSource.STATIC_BROKER_CONFIG)
+    chain = config.topic_synonyms("retention.ms")
+    assert chain[0] == (winner, settings[winner.replace(".", "_")],
+                        ConfigSource.STATIC_BROKER_CONFIG)
+    assert chain[-1] == ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_roll_ms_wins_over_roll_hours() -> None:
+    assert _static(log_roll_hours="2").topic_values({})["segment.ms"] == str(2 * HOUR_MS)
+    config = _static(log_roll_ms="60000", log_roll_hours="2")
+    assert config.effective_topic_config({})["segment.ms"] == (
+        "60000", ConfigSource.STATIC_BROKER_CONFIG)
+    assert config.topic_synonyms("segment.ms") == [
+        ("log.roll.ms", "60000", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.roll.hours", "2", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.roll.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+
+
+@pytest.mark.parametrize("settings", [{"log_retention_hours": "-1"},
+                                      {"log_retention_minutes": "-1", "log_retention_hours": "1"},
+                                      {"log_retention_ms": "-1", "log_retention_hours": "1"}])
+def test_minus_one_is_unlimited_in_any_unit(settings: dict[str, str]) -> None:
+    assert _static(**settings).topic_values({})["retention.ms"] == "-1"
+
+
+def test_dynamic_retention_ms_overrides_static_hours_in_kafka_synonym_order() -> None:
+    config = _static(log_retention_hours="1")
+    config.set_dynamic({"log.retention.ms": "2000"}, {"log.retention.ms": "3000"})
+    assert config.topic_values({})["retention.ms"] == "3000"
+    assert config.effective_topic_config({"retention.ms": "10"})["retention.ms"] == (
+        "10", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert config.topic_synonyms("retention.ms") == [
+        ("log.retention.ms", "3000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("log.retention.ms", "2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.hours", "1", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    # The controller goes by the cluster-wide layer, then the static hours.
+    assert config.cluster_topic_value({}, "retention.ms") == "2000"
+    config.set_dynamic({}, {"log.retention.ms": "3000"})
+    assert config.cluster_topic_value({}, "retention.ms") == str(HOUR_MS)
+    # A broker setting's own synonyms start at its own entry, as Kafka lists them.
+    assert config.synonyms("log.retention.hours") == [
+        ("log.retention.hours", "1", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
+    assert config.source("log.retention.hours") == ConfigSource.STATIC_BROKER_CONFIG
+
+
+@pytest.mark.parametrize("key", ["log.retention.hours", "log.retention.minutes",
+                                 "log.roll.hours"])
+def test_coarser_time_settings_need_a_restart_as_in_kafka(key: str) -> None:
+    with pytest.raises(ConfigError, match="cannot be updated dynamically"):
+        validate_dynamic_broker_config(key, "1")
+    config = _static(log_retention_hours="1")
+    config.set_dynamic({key: "5"}, {key: "6"})  # a newer slog's record: skipped
+    assert config.topic_values({})["retention.ms"] == str(HOUR_MS)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("log.retention.hours", "0", "neither -1 \\(unlimited\\) nor at least 1"),
+        ("log.retention.minutes", "0", "neither -1"),
+        ("log.retention.hours", "-2", "below the minimum -1"),
+        ("log.retention.hours", "a week", "not an integer"),
+        ("log.retention.minutes", str(2**31), "above the maximum 2147483647"),
+        ("log.roll.hours", "0", "below the minimum 1"),
+    ],
+)
+def test_bad_time_settings_are_refused(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"invalid value for {key}: .*{message}"):
+        BrokerConfig.build(1, Path("/x"), "h", 1, {key: value})

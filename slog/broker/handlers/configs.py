@@ -16,11 +16,12 @@ from typing import Any
 
 from slog.broker.dispatcher import RequestContext
 from slog.core.config import (
+    BROKER_CONFIG_NAMES,
     DYNAMIC_BROKER_CONFIGS,
     SENSITIVE_BROKER_SETTINGS,
-    TOPIC_CONFIGS,
-    BrokerConfig,
     ConfigSource,
+    Synonym,
+    topic_config_supplied_by,
 )
 from slog.core.errors import InvalidTopicError
 from slog.core.names import validate_topic_name
@@ -69,6 +70,9 @@ def broker_resource_id(name: str) -> int | None:
 
 
 def _config_type(name: str, value: str | None) -> int:
+    supplied = topic_config_supplied_by(name)
+    if value is None and supplied is not None:
+        value = supplied.default  # unset, as log.retention.ms by default: the type it has
     if name in _LIST_CONFIGS:
         return TYPE_LIST
     if value in ("true", "false"):
@@ -76,8 +80,8 @@ def _config_type(name: str, value: str | None) -> int:
     return TYPE_LONG if value is not None and value.lstrip("-").isdigit() else TYPE_STRING
 
 
-def _entry(name: str, value: str, source: ConfigSource, read_only: bool,
-           synonyms: list[tuple[str, str, ConfigSource]]) -> dict[str, Any]:
+def _entry(name: str, value: str | None, source: ConfigSource, read_only: bool,
+           synonyms: list[Synonym]) -> dict[str, Any]:
     # Kafka reports a secret's presence and source, never its value.
     sensitive = name in SENSITIVE_BROKER_SETTINGS
     return {
@@ -88,10 +92,6 @@ def _entry(name: str, value: str, source: ConfigSource, read_only: bool,
                      for n, v, s in synonyms],
         "config_type": _config_type(name, value), "documentation": None,
     }
-
-
-def _broker_synonyms(config: BrokerConfig, key: str) -> list[tuple[str, str, ConfigSource]]:
-    return [(key, value, source) for value, source in config.synonyms(key)]
 
 
 # -- DescribeConfigs ------------------------------------------------------------------
@@ -111,11 +111,11 @@ def _describe_topic(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[
     for key, (value, source) in sorted(config.effective_topic_config(topic.configs).items()):
         if wanted is not None and key not in wanted:
             continue
-        chain = []
+        chain: list[Synonym] = []
         if synonyms:
             if key in topic.configs:
                 chain.append((key, value, ConfigSource.DYNAMIC_TOPIC_CONFIG))
-            chain += _broker_synonyms(config, TOPIC_CONFIGS[key].broker_key)
+            chain += config.topic_synonyms(key)
         entry["configs"].append(_entry(key, value, source, False, chain))
     return entry
 
@@ -144,11 +144,12 @@ def _describe_broker(ctx: RequestContext, resource: Any, synonyms: bool) -> dict
         return {**entry, **_failure(
             ErrorCode.invalid_request,
             f"this is broker {config.broker_id}: ask broker {broker_id} for its configs")}
-    for key, value in sorted(config.values.items()):
+    # Every setting, as Kafka's: one unset by default (log.retention.ms) has no value.
+    for key in sorted(BROKER_CONFIG_NAMES):
         if wanted is not None and key not in wanted:
             continue
-        chain = _broker_synonyms(config, key) if synonyms else []
-        entry["configs"].append(_entry(key, value, config.source(key),
+        chain = config.synonyms(key) if synonyms else []
+        entry["configs"].append(_entry(key, config.values.get(key), config.source(key),
                                        key not in DYNAMIC_BROKER_CONFIGS, chain))
     return entry
 
