@@ -33,7 +33,6 @@ from tests.brokers import BrokerProcess, running_broker
 
 TIMEOUT_S = 15
 BROKER = "1"
-RETENTION_DEFAULT = str(7 * 24 * 3600 * 1000)
 STATIC = {"log.retention.ms": "86400000"}  # a --config value the dynamic layers shadow
 
 
@@ -190,7 +189,8 @@ def test_describe_synonyms_in_precedence_order(broker: BrokerProcess, admin: Adm
         ("log.retention.ms", "2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
         ("log.retention.ms", STATIC["log.retention.ms"],
          ConfigSource.STATIC_BROKER_CONFIG.value),
-        ("log.retention.ms", RETENTION_DEFAULT, ConfigSource.DEFAULT_CONFIG.value),
+        # As Kafka: the built-in default is log.retention.hours's, .ms is unset by default.
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value),
     ]
     [entry] = broker_result.configs
     assert (entry.value, entry.config_source) == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
