@@ -2,11 +2,14 @@
 (DescribeConfigs, IncrementalAlterConfigs, legacy AlterConfigs) against a real broker.
 
 Every test leaves the broker without dynamic configs (the ``clean`` fixture), so
-they do not depend on each other's order.
+they do not depend on each other's order. The last section starts brokers with
+Kafka's coarser time settings (``log.retention.hours=1``, as a quickstart
+server.properties says ``log.retention.hours=168``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,12 +27,13 @@ from confluent_kafka.admin import (
 from kafka.admin import ConfigResource as KpConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 
-from slog.client import Admin
+from slog.client import Admin, Producer, TopicPartition
 from slog.client.connection import BrokerConnection
 from slog.client.errors import KafkaError as SlogKafkaError
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess, running_broker
+from tests.cluster.conftest import wait_until
 
 TIMEOUT_S = 15
 BROKER = "1"
@@ -42,11 +46,15 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield process
 
 
-@pytest.fixture(scope="module")
-def admin(broker: BrokerProcess) -> AdminClient:
+def _admin_of(broker: BrokerProcess) -> AdminClient:
     client = AdminClient({"bootstrap.servers": broker.bootstrap})
     client.bootstrap = broker.bootstrap  # type: ignore[attr-defined]
     return client
+
+
+@pytest.fixture(scope="module")
+def admin(broker: BrokerProcess) -> AdminClient:
+    return _admin_of(broker)
 
 
 @pytest.fixture(autouse=True)
@@ -97,6 +105,21 @@ def alter(admin: AdminClient, kind: str, name: str, validate_only: bool = False,
 
 def error_of(exc: pytest.ExceptionInfo[KafkaException]) -> Any:
     return exc.value.args[0]
+
+
+def wire_describe(broker: BrokerProcess, *keys: tuple[int, str, str]) -> list[Any]:
+    """One config entry per (resource type, name, key), with its synonyms, read on the
+    wire: confluent-kafka keys synonyms by name, which loses their order."""
+    with BrokerConnection("127.0.0.1", broker.port).connect() as conn:
+        response = conn.request(ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": kind, "resource_name": name,
+                           "configuration_keys": [key]} for kind, name, key in keys],
+            "include_synonyms": True, "include_documentation": False})
+    return [result.configs[0] for result in response.results]
+
+
+def synonyms_of(entry: Any) -> list[tuple[str, str | None, int]]:
+    return [(s.name, s.value, s.source) for s in entry.synonyms]
 
 
 # ------------------------------------------------------------------- confluent-kafka
@@ -168,22 +191,13 @@ def test_validate_only_changes_nothing(admin: AdminClient) -> None:
 
 def test_describe_synonyms_in_precedence_order(broker: BrokerProcess, admin: AdminClient
                                                ) -> None:
-    """confluent-kafka keys synonyms by name, so this reads the wire response itself."""
     result(admin.create_topics([NewTopic("dyn-synonyms", 1, 1,
                                          config={"retention.ms": "1000"})]))
     alter(admin, "broker", "", log_retention_ms="2000")
     alter(admin, "broker", BROKER, log_retention_ms="3000")
-    with BrokerConnection("127.0.0.1", broker.port).connect() as conn:
-        response = conn.request(ApiKey.DESCRIBE_CONFIGS, {
-            "resources": [
-                {"resource_type": 2, "resource_name": "dyn-synonyms",
-                 "configuration_keys": ["retention.ms"]},
-                {"resource_type": 4, "resource_name": BROKER,
-                 "configuration_keys": ["log.retention.ms"]}],
-            "include_synonyms": True, "include_documentation": False})
-    topic, broker_result = response.results
-    [entry] = topic.configs
-    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+    entry, broker_entry = wire_describe(broker, (2, "dyn-synonyms", "retention.ms"),
+                                        (4, BROKER, "log.retention.ms"))
+    assert synonyms_of(entry) == [
         ("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
         ("log.retention.ms", "3000", ConfigSource.DYNAMIC_BROKER_CONFIG.value),
         ("log.retention.ms", "2000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
@@ -192,9 +206,9 @@ def test_describe_synonyms_in_precedence_order(broker: BrokerProcess, admin: Adm
         # As Kafka: the built-in default is log.retention.hours's, .ms is unset by default.
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG.value),
     ]
-    [entry] = broker_result.configs
-    assert (entry.value, entry.config_source) == ("3000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
-    assert [s.source for s in entry.synonyms] == [2, 3, 4, 5]
+    assert (broker_entry.value, broker_entry.config_source) == (
+        "3000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert [s.source for s in broker_entry.synonyms] == [2, 3, 4, 5]
 
 
 def test_describe_another_brokers_id_is_refused(broker: BrokerProcess) -> None:
@@ -344,3 +358,112 @@ def test_dynamic_configs_survive_a_restart(tmp_path: Path) -> None:
             "3000000", "DYNAMIC_DEFAULT_BROKER_CONFIG")
         assert (configs["max.connections"].value, configs["max.connections"].source) == (
             "77", "DYNAMIC_BROKER_CONFIG")
+
+
+# -------------------------------------------------------------- coarser time settings
+HOUR_MS = 3_600_000
+HOURS = {"log.retention.hours": "1", "log.roll.hours": "2",
+         "log.retention.check.interval.ms": "200"}
+STATIC_SOURCE, DEFAULT_SOURCE = (ConfigSource.STATIC_BROKER_CONFIG.value,
+                                 ConfigSource.DEFAULT_CONFIG.value)
+
+
+@pytest.fixture(scope="module")
+def hours_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    with running_broker(tmp_path_factory.mktemp("hours") / "data", **HOURS) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def hours_admin(hours_broker: BrokerProcess) -> AdminClient:
+    return _admin_of(hours_broker)
+
+
+def test_topic_retention_and_roll_come_from_the_static_hours(hours_broker: BrokerProcess,
+                                                             hours_admin: AdminClient) -> None:
+    result(hours_admin.create_topics([NewTopic("hours-follow", 1, 1)]))
+    configs = describe(hours_admin, "topic", "hours-follow")
+    assert (configs["retention.ms"].value, configs["retention.ms"].source) == (
+        str(HOUR_MS), STATIC_SOURCE)
+    assert (configs["segment.ms"].value, configs["segment.ms"].source) == (
+        str(2 * HOUR_MS), STATIC_SOURCE)
+    retention, roll = wire_describe(hours_broker, (2, "hours-follow", "retention.ms"),
+                                    (2, "hours-follow", "segment.ms"))
+    assert synonyms_of(retention) == [("log.retention.hours", "1", STATIC_SOURCE),
+                                      ("log.retention.hours", "168", DEFAULT_SOURCE)]
+    assert synonyms_of(roll) == [("log.roll.hours", "2", STATIC_SOURCE),
+                                 ("log.roll.hours", "168", DEFAULT_SOURCE)]
+
+
+def test_dynamic_retention_ms_wins_over_static_hours(hours_broker: BrokerProcess,
+                                                     hours_admin: AdminClient) -> None:
+    result(hours_admin.create_topics([
+        NewTopic("hours-dynamic", 1, 1),
+        NewTopic("hours-own", 1, 1, config={"retention.ms": "1000"})]))
+    alter(hours_admin, "broker", "", log_retention_ms="5000000")
+    try:
+        retention = describe(hours_admin, "topic", "hours-dynamic")["retention.ms"]
+        assert (retention.value, retention.source) == (
+            "5000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        [own] = wire_describe(hours_broker, (2, "hours-own", "retention.ms"))
+        assert synonyms_of(own) == [
+            ("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value),
+            ("log.retention.ms", "5000000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value),
+            ("log.retention.hours", "1", STATIC_SOURCE),
+            ("log.retention.hours", "168", DEFAULT_SOURCE)]
+    finally:
+        alter(hours_admin, "broker", "", log_retention_ms=None)
+    assert describe(hours_admin, "topic", "hours-dynamic")["retention.ms"].value == str(HOUR_MS)
+
+
+def test_broker_lists_the_hours_as_start_up_settings(hours_admin: AdminClient) -> None:
+    configs = describe(hours_admin, "broker", BROKER)
+    hours = configs["log.retention.hours"]
+    assert (hours.value, hours.source, hours.is_read_only) == ("1", STATIC_SOURCE, True)
+    minutes = configs["log.retention.minutes"]
+    assert (minutes.value, minutes.source) == (None, DEFAULT_SOURCE)
+    millis = configs["log.retention.ms"]  # unset, as in Kafka, but may be set at runtime
+    assert (millis.value, millis.source, millis.is_read_only) == (None, DEFAULT_SOURCE, False)
+    assert configs["log.roll.hours"].value == "2"
+    with pytest.raises(KafkaException) as exc:
+        alter(hours_admin, "broker", BROKER, log_retention_hours="2")
+    assert error_of(exc).code() == KafkaError.INVALID_REQUEST
+    assert "cannot be updated dynamically" in error_of(exc).str()
+
+
+def test_retention_by_the_hour_deletes_older_segments(hours_broker: BrokerProcess,
+                                                      hours_admin: AdminClient) -> None:
+    topic = "hours-aging"
+    result(hours_admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": "1024"})]))
+    two_hours_ago = int(time.time() * 1000) - 2 * HOUR_MS
+    with Producer(hours_broker.bootstrap, acks=1, linger_ms=0) as producer:
+        for _ in range(20):  # one batch each, so segments roll between them
+            producer.send(topic, b"x" * 200, partition=0, timestamp_ms=two_hours_ago
+                          ).result(timeout=TIMEOUT_S)
+    tp = TopicPartition(topic, 0)
+    with Admin(hours_broker.bootstrap) as slog_admin:
+        wait_until(lambda: slog_admin.list_offsets({tp: "earliest"})[tp].offset > 0,
+                   TIMEOUT_S, "retention (1 hour) to delete two-hour-old segments")
+
+
+def test_minutes_win_over_hours(tmp_path: Path) -> None:
+    settings = {"log.retention.minutes": "90", "log.retention.hours": "1"}
+    with running_broker(tmp_path / "data", **settings) as minutes_broker:
+        creator = _admin_of(minutes_broker)  # kept: futures fail once their client goes
+        result(creator.create_topics([NewTopic("minutes", 1, 1)]))
+        client = KafkaAdminClient(bootstrap_servers=minutes_broker.bootstrap,
+                                  request_timeout_ms=10_000)
+        try:
+            described = client.describe_configs(
+                [KpConfigResource(ConfigResourceType.TOPIC, "minutes",
+                                  configs={"retention.ms": None})],
+                config_filter="all", include_synonyms=True)
+        finally:
+            client.close()
+    retention = described["topic"]["minutes"]["retention.ms"]
+    assert (retention["value"], retention["config_source"]) == (
+        str(90 * 60_000), "STATIC_BROKER_CONFIG")
+    assert [(s["name"], s["value"], s["source"]) for s in retention["synonyms"]] == [
+        ("log.retention.minutes", "90", "STATIC_BROKER_CONFIG"),
+        ("log.retention.hours", "1", "STATIC_BROKER_CONFIG"),
+        ("log.retention.hours", "168", "DEFAULT_CONFIG")]
