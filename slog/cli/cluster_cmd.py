@@ -169,6 +169,7 @@ def up(
 
     Examples:
       slog cluster up --brokers 3 --base-port 9092 --racks a,b,c
+      slog cluster up -c log.retention.hours=24 -c log.segment.bytes=104857600
       slog cluster up --tls
     """
     from slog.broker.daemon import BrokerStartError, in_parallel, start_daemon
