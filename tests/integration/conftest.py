@@ -1,3 +1,9 @@
-"""The multi-broker ``cluster`` fixture of tests/cluster, for the stream-processing app tests."""
+"""The multi-broker fixtures of tests/cluster (and their markers), for the
+stream-processing app tests."""
 
-from tests.cluster.conftest import cluster, pytest_configure  # noqa: F401 - re-exported
+from tests.cluster.conftest import (  # noqa: F401 - re-exported
+    cluster,
+    own_cluster,
+    pytest_configure,
+    shared_cluster,
+)
