@@ -73,8 +73,10 @@ class Session:
     muted_until: float = 0.0
     # A produce byte-rate quota applies: its produce requests are handled one at a
     # time, as Kafka handles every request, so each throttle is felt by the next one.
-    # Looked up again at every request (a quota may be set while the client is connected).
-    produce_quota: bool = False
+    # Looked up again at every request (a quota may be set while the client is connected);
+    # None until the connection's first request has been looked up: a client's first
+    # produce requests may arrive together, before any of them is dispatched.
+    produce_quota: bool | None = None
 
 
 class Security:
@@ -176,6 +178,7 @@ class Security:
         session.authenticated = True
         session.scram = None
         session.raw_tokens = False
+        session.produce_quota = None  # its quotas are the new principal's
 
     # -- ACLs ------------------------------------------------------------------------
     def allows(self, acls: set[AclBinding], session: Session | None, operation: Operation,

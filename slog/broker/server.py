@@ -283,8 +283,10 @@ class _Connection:
         try:
             while True:
                 if inflight:
-                    # Under a produce quota: one at a time (slog.broker.quotas).
-                    pipelined = 1 if self.session.produce_quota else MAX_PIPELINED_PRODUCE
+                    # Under a produce quota, or before it is known: one at a time
+                    # (slog.broker.quotas).
+                    pipelined = MAX_PIPELINED_PRODUCE if self.session.produce_quota is False \
+                        else 1
                     while frames and _is_produce(frames[0]) and len(inflight) < pipelined \
                             and sum(sizes) < MAX_PIPELINED_PRODUCE_BYTES \
                             and not self._muted():

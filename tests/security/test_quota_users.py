@@ -10,10 +10,15 @@ import pytest
 from confluent_kafka import Producer
 
 from slog.client import Admin, NewTopic
+from slog.client.connection import BrokerConnection
 from slog.client.errors import KafkaError
+from slog.core.records import build_batch
+from slog.core.scram import SaslLogin
+from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess
-from tests.security.conftest import logged_in, sasl_conf
+from tests.compat.clients import produce_request
+from tests.security.conftest import PASSWORDS, logged_in, sasl_conf
 
 RATE = 64 * 1024  # bytes/s: low enough that a few seconds of producing must be throttled
 
@@ -55,6 +60,31 @@ def test_a_user_quota_throttles_that_user_only(sasl_broker: BrokerProcess) -> No
     # then Alice is held at her quota's pace.
     assert alice_throttles and alice_bytes <= RATE * seconds + 1024 * 1024
     assert not bob_throttles and bob_bytes > 4 * alice_bytes
+
+
+def test_pipelined_produce_requests_wait_out_the_throttle(sasl_broker: BrokerProcess) -> None:
+    """Produce requests sent together right after logging in are handled one at a time
+    under the user's quota: the second waits out the throttle the first earned (KIP-219
+    mutes the connection, and Kafka reads nothing meanwhile). Before login the connection
+    had no quota (ANONYMOUS has none), and that must not let them through at once."""
+    entity = (("user", "alice"), ("client-id", "piped"))  # its own rate, not Alice's
+    with logged_in("admin"), Admin(sasl_broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("piped", 1, 1)])
+        admin.alter_client_quotas({entity: {"producer_byte_rate": 16_000}})
+    batch = build_batch([(None, b"p" * 20_000, (), None)])  # over a second's worth
+    login = SaslLogin("SCRAM-SHA-256", "alice", PASSWORDS["alice"])
+    host, port = sasl_broker.bootstrap.split(":")
+    with BrokerConnection(host, int(port), client_id="piped", sasl=login).connect() as piped:
+        for _ in range(3):
+            piped.send(ApiKey.PRODUCE, produce_request("piped", 0, batch))
+        _, first = piped.receive()
+        answered = time.monotonic()
+        throttle_s = first.throttle_time.total_seconds()
+        assert throttle_s >= 0.5, first
+        _, second = piped.receive()
+        waited = time.monotonic() - answered
+    assert waited >= throttle_s * 0.8, (waited, throttle_s)  # muted, not handled at once
+    assert second.responses[0].partition_responses[0].error_code == ErrorCode.none
 
 
 def test_altering_quotas_needs_alter_configs_on_the_cluster(acl_broker: BrokerProcess) -> None:
