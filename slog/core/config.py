@@ -62,13 +62,17 @@ def _int(minimum: int | None = None, maximum: int = 2**63 - 1) -> Callable[[str]
     return check
 
 
-def _unlimited_or_positive(value: str) -> str:
-    """A retention time in Kafka's INT minutes or hours: -1 is unlimited, 0 is refused
-    (Kafka refuses a broker retention of 0 at start-up)."""
-    number = int(_int(-1, _INT32_MAX)(value))
-    if number == 0:
-        raise ConfigError("0 is neither -1 (unlimited) nor at least 1")
-    return str(number)
+def _unlimited_or_positive(maximum: int) -> Callable[[str], str]:
+    """A broker retention time: -1 (or any negative) is unlimited, 0 is refused (Kafka
+    refuses a broker retention of 0 at start-up; a topic's ``retention.ms=0`` is fine)."""
+    within = _int(-1, maximum)
+
+    def check(value: str) -> str:
+        number = int(within(value))
+        if number == 0:
+            raise ConfigError("0 is neither -1 (unlimited) nor at least 1")
+        return str(number)
+    return check
 
 
 def _bool(value: str) -> str:
@@ -117,6 +121,8 @@ class ConfigDef:
     sensitive: bool = False
     # broker_key's synonyms, in precedence order; the last carries the default.
     coarser: tuple[CoarserSetting, ...] = ()
+    # broker_key's own check where the broker is stricter than the topic config.
+    broker_key_check: Callable[[str], str] | None = None
 
     @property
     def broker_keys(self) -> tuple[str, ...]:
@@ -124,6 +130,8 @@ class ConfigDef:
         return (self.broker_key, *(c.name for c in self.coarser))
 
     def broker_check(self, key: str) -> Callable[[str], str]:
+        if key == self.broker_key:
+            return self.broker_key_check or self.check
         return next((c.check for c in self.coarser if c.name == key), self.check)
 
     def from_broker(self, key: str, value: str) -> str:
@@ -157,9 +165,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ),
         ConfigDef("retention.ms", "log.retention.ms", str(7 * 24 * _HOUR_MS), _int(-1),
                   coarser=(CoarserSetting("log.retention.minutes", _MINUTE_MS,
-                                          _unlimited_or_positive),
+                                          _unlimited_or_positive(_INT32_MAX)),
                            CoarserSetting("log.retention.hours", _HOUR_MS,
-                                          _unlimited_or_positive))),
+                                          _unlimited_or_positive(_INT32_MAX))),
+                  broker_key_check=_unlimited_or_positive(2**63 - 1)),
         ConfigDef("retention.bytes", "log.retention.bytes", "-1", _int(-1)),
         ConfigDef("segment.bytes", "log.segment.bytes", str(64 * 1024 * 1024),
                   _int(14, _INT32_MAX)),

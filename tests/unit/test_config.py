@@ -239,6 +239,7 @@ def test_coarser_time_settings_need_a_restart_as_in_kafka(key: str) -> None:
     [
         ("log.retention.hours", "0", "neither -1 \\(unlimited\\) nor at least 1"),
         ("log.retention.minutes", "0", "neither -1"),
+        ("log.retention.ms", "0", "neither -1"),
         ("log.retention.hours", "-2", "below the minimum -1"),
         ("log.retention.hours", "a week", "not an integer"),
         ("log.retention.minutes", str(2**31), "above the maximum 2147483647"),
@@ -248,3 +249,10 @@ def test_coarser_time_settings_need_a_restart_as_in_kafka(key: str) -> None:
 def test_bad_time_settings_are_refused(key: str, value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=f"invalid value for {key}: .*{message}"):
         BrokerConfig.build(1, Path("/x"), "h", 1, {key: value})
+
+
+def test_a_zero_retention_is_refused_for_the_broker_not_for_a_topic() -> None:
+    with pytest.raises(ConfigError, match="neither -1"):
+        validate_dynamic_broker_config("log.retention.ms", "0")
+    assert validate_dynamic_broker_config("log.retention.ms", "1") == "1"
+    assert validate_topic_configs({"retention.ms": "0"}) == {"retention.ms": "0"}
