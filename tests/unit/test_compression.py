@@ -238,7 +238,8 @@ def test_truncated_input_raises_corrupt_record_error(codec: int) -> None:
 
 
 @pytest.mark.parametrize("codec", COMPRESSING)
-@pytest.mark.parametrize("garbage", [b"", b"\x00", b"not compressed at all" * 5, os.urandom(300)])
+@pytest.mark.parametrize("garbage", [b"", b"\x00", b"not compressed at all" * 5, os.urandom(300)],
+                         ids=["empty", "zero", "text", "random"])  # the same ids in every run
 def test_garbage_raises_corrupt_record_error(codec: int, garbage: bytes) -> None:
     # Random bytes may happen to form a tiny valid raw snappy stream, so only
     # the exception type is pinned: it must never be the library's own.
