@@ -283,6 +283,9 @@ class _Connection:
         try:
             while True:
                 if inflight:
+                    if self.session.produce_quota is None:
+                        # The head's first step looks the quota up (Dispatcher): let it.
+                        await asyncio.sleep(0)
                     # Under a produce quota, or before it is known: one at a time
                     # (slog.broker.quotas).
                     pipelined = MAX_PIPELINED_PRODUCE if self.session.produce_quota is False \

@@ -26,6 +26,12 @@ from slog.core.config import BrokerConfig
 _SIZE = struct.Struct(">i")
 
 
+def no_quota(session):
+    """What Dispatcher looks up before handling a request: here, no produce quota."""
+    if session is not None:
+        session.produce_quota = False
+
+
 class EchoDispatcher:
     """Answers each frame with [size][frame] split into several chunks; b"close" closes."""
 
@@ -36,6 +42,7 @@ class EchoDispatcher:
         self.chunks = chunks
 
     async def handle(self, frame, peer, session=None):
+        no_quota(session)
         self.types.append(type(frame))
         data = bytes(frame)
         self.frames.append(data)
@@ -382,6 +389,7 @@ class GatedDispatcher(EchoDispatcher):
         self.gate: asyncio.Event | None = None
 
     async def handle(self, frame, peer, session=None):
+        no_quota(session)
         if self.gate is None:
             self.gate = asyncio.Event()
         self.running += 1
