@@ -41,6 +41,19 @@ def sasl_conf(broker: BrokerProcess | str, user: str, mechanism: str = "SCRAM-SH
             "sasl.password": PASSWORDS.get(user, "") if password is None else password}
 
 
+def sasl_connection(port: int, user: str, *, node_id: int = -1,
+                    client_id: str = "slog") -> BrokerConnection:
+    """slog's BrokerConnection to 127.0.0.1:``port``, logging in as ``user``
+    (SCRAM-SHA-256) when entered."""
+    return BrokerConnection("127.0.0.1", port, node_id=node_id, client_id=client_id,
+                            sasl=SaslLogin("SCRAM-SHA-256", user, PASSWORDS[user]))
+
+
+def cluster_login(cluster: Cluster, broker_id: int, user: str) -> BrokerConnection:
+    """:func:`sasl_connection` to one broker of ``cluster``."""
+    return sasl_connection(cluster.brokers[broker_id].port, user, node_id=broker_id)
+
+
 def produce_and_consume(conf: dict[str, Any], topic: str, values: list[bytes]) -> list[bytes]:
     """Produce ``values`` to ``topic`` with confluent-kafka, then read them back in a group."""
     producer = Producer(conf)

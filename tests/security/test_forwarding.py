@@ -8,13 +8,12 @@ from typing import Any
 
 from slog.client.connection import BrokerConnection
 from slog.core.acls import Operation, PatternType, Permission, ResourceType
-from slog.core.scram import SaslLogin
 from slog.protocol.apis import ApiKey, request_class
 from slog.protocol.codec import encode_request
 from slog.protocol.errors import ErrorCode
 from slog.protocol.shapes import shape
 from tests.cluster.conftest import Cluster
-from tests.security.conftest import PASSWORDS, describe_acls
+from tests.security.conftest import cluster_login, describe_acls
 
 TOPIC = "alice-topic"
 ALICE_MAY_CREATE = {
@@ -25,11 +24,6 @@ ALICE_MAY_ALTER_CLUSTER = {
     "resource_type": int(ResourceType.CLUSTER), "resource_name": "kafka-cluster",
     "resource_pattern_type": int(PatternType.LITERAL), "principal": "User:alice", "host": "*",
     "operation": int(Operation.ALTER), "permission_type": int(Permission.ALLOW)}
-
-
-def _login(cluster: Cluster, broker_id: int, user: str) -> BrokerConnection:
-    return BrokerConnection("127.0.0.1", cluster.brokers[broker_id].port, node_id=broker_id,
-                            sasl=SaslLogin("SCRAM-SHA-256", user, PASSWORDS[user])).connect()
 
 
 def _create_topics_body(name: str) -> dict[str, Any]:
@@ -76,7 +70,8 @@ def test_forwarded_requests_are_authorized_as_their_client(shared_secure_cluster
     via = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
     denied_topic, denied_cluster = (ErrorCode.topic_authorization_failed,
                                     ErrorCode.cluster_authorization_failed)
-    with _login(cluster, via, "alice") as alice, _login(cluster, via, "admin") as admin:
+    with cluster_login(cluster, via, "alice") as alice, \
+            cluster_login(cluster, via, "admin") as admin:
         # Forwarded as alice, not as the forwarding broker (a super user).
         assert _create_topic(alice, TOPIC) == denied_topic
         assert _create_acl(alice, ALICE_MAY_CREATE) == denied_cluster
@@ -109,7 +104,7 @@ def test_a_client_cannot_send_an_envelope(shared_secure_cluster: Cluster) -> Non
                                  {"creations": [ALICE_MAY_ALTER_CLUSTER]}),
                            correlation_id=1, client_id="mallory")[4:]
     for broker_id in sorted(cluster.brokers):  # the controller and the others
-        with _login(cluster, broker_id, "alice") as alice:
+        with cluster_login(cluster, broker_id, "alice") as alice:
             answer = alice.request(ApiKey.ENVELOPE, {
                 "request_data": inner, "request_principal": b"User:admin",
                 "client_host_address": bytes([127, 0, 0, 1])}, version=0)

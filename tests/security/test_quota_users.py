@@ -10,15 +10,13 @@ import pytest
 from confluent_kafka import Producer
 
 from slog.client import Admin, NewTopic
-from slog.client.connection import BrokerConnection
 from slog.client.errors import KafkaError
 from slog.core.records import build_batch
-from slog.core.scram import SaslLogin
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess
 from tests.compat.clients import produce_request
-from tests.security.conftest import PASSWORDS, logged_in, sasl_conf
+from tests.security.conftest import logged_in, sasl_conf, sasl_connection
 
 RATE = 64 * 1024  # bytes/s: low enough that a few seconds of producing must be throttled
 
@@ -72,9 +70,7 @@ def test_pipelined_produce_requests_wait_out_the_throttle(sasl_broker: BrokerPro
         admin.create_topics([NewTopic("piped", 1, 1)])
         admin.alter_client_quotas({entity: {"producer_byte_rate": 16_000}})
     batch = build_batch([(None, b"p" * 20_000, (), None)])  # over a second's worth
-    login = SaslLogin("SCRAM-SHA-256", "alice", PASSWORDS["alice"])
-    host, port = sasl_broker.bootstrap.split(":")
-    with BrokerConnection(host, int(port), client_id="piped", sasl=login).connect() as piped:
+    with sasl_connection(sasl_broker.port, "alice", client_id="piped") as piped:
         for _ in range(3):
             piped.send(ApiKey.PRODUCE, produce_request("piped", 0, batch))
         _, first = piped.receive()

@@ -20,11 +20,10 @@ from confluent_kafka.admin import (
 
 from slog.client.connection import BrokerConnection
 from slog.core.credentials import load_credentials
-from slog.core.scram import SaslLogin
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.cluster.conftest import Cluster
-from tests.security.conftest import PASSWORDS, sasl_conf
+from tests.security.conftest import PASSWORDS, cluster_login, sasl_conf
 
 SHA_256, SHA_512 = 1, 2  # Kafka's ScramMechanism type codes
 
@@ -53,11 +52,6 @@ def _can_log_in(cluster: Cluster, user: str, password: str, mechanism: str) -> b
                         time.monotonic() > deadline:
                     return False
     return True
-
-
-def _login(cluster: Cluster, broker_id: int, user: str) -> BrokerConnection:
-    return BrokerConnection("127.0.0.1", cluster.brokers[broker_id].port, node_id=broker_id,
-                            sasl=SaslLogin("SCRAM-SHA-256", user, PASSWORDS[user])).connect()
 
 
 def _describe(conn: BrokerConnection, users: list[str] | None) -> Any:
@@ -147,7 +141,8 @@ def test_kafka_error_codes(shared_secure_cluster: Cluster) -> None:
     cluster = shared_secure_cluster
     salted_256, salted_512 = b"k" * 32, b"k" * 64
     via = next(b for b in sorted(cluster.brokers) if b != cluster.controller())
-    with _login(cluster, via, "admin") as admin, _login(cluster, via, "alice") as alice:
+    with cluster_login(cluster, via, "admin") as admin, \
+            cluster_login(cluster, via, "alice") as alice:
         assert _alter(admin, [], [("erin", SHA_256, 4096, b"salt", salted_256)]) \
             == {"erin": ErrorCode.none}
         assert _alter(admin, [("nobody", SHA_256)], [
