@@ -8,6 +8,23 @@ holds N partitions:
 * N <= 1,000: one topic of N partitions, created with one CreateTopics;
 * N > 1,000: N / 100 topics of 100 partitions, one CreateTopics each, back to back.
 
+A count may repeat (``--partitions 1000,1000,1000``): each is a row of its own,
+and the report gives the median creation of the 1,000-partition rows.
+
+Every row's files stay until the whole run ends. On an ext4 file system without
+a journal (this VM's root file system is one), the kernel will not reuse an
+inode for 1-6 minutes after it was freed, and each new file's inode search steps
+over every such inode (``recently_deleted`` in ``find_inode_bit``; perf showed
+half of a create's CPU there). A row that deleted the previous row's 15,000
+replica files made the next row's file creation several times dearer: 1,000
+partitions took 5.7-8.3 s to create right after such a deletion, and 1.1 s on
+the same cluster without one. For the same reason, back-to-back runs of this
+benchmark measure creation after the previous run's clean-up: leave a few
+minutes between them, or give each its own ``--dir`` on another file system.
+Before the first row the benchmark times making 1,000 directories and 3,000
+empty files in its temp dir and prints it: well under 0.1 s on a quiet disk,
+seconds right after a mass deletion.
+
 Per row:
 
 * **creation**: from the first CreateTopics until every broker has opened every
@@ -332,11 +349,26 @@ def live_fencings(cluster: Cluster) -> int:
     return count
 
 
-def run_row(root: Path, partitions: int, deadline: Deadline) -> Row:
+def file_creation_probe(root: Path) -> float:
+    """Seconds to make 1,000 directories and 3,000 empty files (what 1,000 new
+    replicas need) in ``root``, kept until the run ends like the rows' files."""
+    probe = root / "file-creation-probe"
+    started = time.perf_counter()
+    probe.mkdir()
+    for n in range(1000):
+        directory = probe / f"p-{n}"
+        directory.mkdir()
+        for name in ("0.log", "0.index", "0.timeindex"):
+            os.close(os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o600))
+    return time.perf_counter() - started
+
+
+def run_row(root: Path, number: int, partitions: int, deadline: Deadline) -> Row:
     row = Row(partitions)
     plan = topic_plan(partitions)
     row.topics = len(plan)
-    cluster = Cluster(root / f"p{partitions}")
+    # Kept until the run ends (the module's docstring says why).
+    cluster = Cluster(root / f"row{number}-p{partitions}")
     with running(cluster):
         cluster.up(deadline)
         print(f"  {partitions:,} partitions in {len(plan)} topic(s): creating", flush=True)
@@ -349,7 +381,6 @@ def run_row(root: Path, partitions: int, deadline: Deadline) -> Row:
               f"{row.failover_leaders_s:.2f} s", flush=True)
         measure_restarts(cluster, victim, row, deadline)
         row.live_fencings = live_fencings(cluster)
-    shutil.rmtree(cluster.root, ignore_errors=True)
     return row
 
 
@@ -423,12 +454,15 @@ def report(rows: list[Row]) -> bool:
             ok &= passed
             print(f"  {label}: {value:.2f}{unit} (target < {target:g}{unit}): "
                   f"{'PASS' if passed else 'FAIL'}")
-    for r in rows:
-        if r.partitions == 1000:
-            passed = r.create_s < TARGETS["create_1000_s"]
-            ok &= passed
-            print(f"  one create of 1,000 partitions: {r.create_s:.2f} s (target < "
-                  f"{TARGETS['create_1000_s']:g} s): {'PASS' if passed else 'FAIL'}")
+    creates = [r.create_s for r in rows if r.partitions == 1000]
+    if creates:
+        median = statistics.median(creates)
+        passed = median < TARGETS["create_1000_s"]
+        ok &= passed
+        runs = "" if len(creates) == 1 else \
+            f" (median of {len(creates)}: {', '.join(f'{c:.2f}' for c in creates)})"
+        print(f"  one create of 1,000 partitions: {median:.2f} s{runs} (target < "
+              f"{TARGETS['create_1000_s']:g} s): {'PASS' if passed else 'FAIL'}")
     return ok
 
 
@@ -456,8 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
 
     def measure() -> None:
-        for count in counts:
-            rows.append(run_row(root, count, deadline))
+        print(f"file system: 1,000 directories and 3,000 empty files made in "
+              f"{file_creation_probe(root):.3f} s (well under 0.1 s unless files were "
+              f"deleted there in the last minutes; see the docstring)", flush=True)
+        for number, count in enumerate(counts, 1):
+            rows.append(run_row(root, number, count, deadline))
 
     return measure_and_report(measure, lambda: bool(rows) and report(rows), root,
                               stops=(BenchTimeout, RuntimeError))
