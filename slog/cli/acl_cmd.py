@@ -1,4 +1,5 @@
-"""``slog acl add|list|remove``: topic, group and cluster ACLs, like kafka-acls.
+"""``slog acl add|list|remove``: topic, group, transactional-id and cluster ACLs,
+like kafka-acls (``--producer`` and ``--consumer`` included).
 
 They travel as CreateAcls / DescribeAcls / DeleteAcls, so they work against
 slog or Kafka (with an authorizer configured).
@@ -52,6 +53,14 @@ class PatternChoice(StrEnum):
 TopicOption = Annotated[str | None, typer.Option("--topic", help="A topic (or * for all).")]
 GroupOption = Annotated[str | None, typer.Option("--group", help="A group (or * for all).")]
 ClusterOption = Annotated[bool, typer.Option("--cluster", help="The cluster itself.")]
+TransactionalIdOption = Annotated[str | None, typer.Option(
+    "--transactional-id", help="A transactional id (or * for all).")]
+ProducerOption = Annotated[bool, typer.Option(
+    "--producer", help="kafka-acls' producer set: WRITE, DESCRIBE and CREATE on --topic, "
+                       "and WRITE and DESCRIBE on --transactional-id if given.")]
+ConsumerOption = Annotated[bool, typer.Option(
+    "--consumer", help="kafka-acls' consumer set: READ and DESCRIBE on --topic, READ on "
+                       "--group (both needed).")]
 AllowOption = Annotated[list[str] | None, typer.Option(
     "--allow-principal", help="User:NAME (or User:*) to allow (repeatable).")]
 DenyOption = Annotated[list[str] | None, typer.Option(
@@ -64,15 +73,71 @@ COLUMNS = ["principal", "permission", "operation", "host", "resource_type", "res
            "pattern"]
 
 
-def _resource(topic: str | None, group: str | None, cluster: bool) -> tuple[Any, str | None]:
+def _resources(topic: str | None, group: str | None, cluster: bool,
+               transactional_id: str | None = None) -> list[tuple[Any, str]]:
+    """The resources named on the command line, in kafka-acls' order."""
     from slog.core.acls import CLUSTER_NAME, ResourceType
 
     chosen = [(ResourceType.TOPIC, topic), (ResourceType.GROUP, group),
-              (ResourceType.CLUSTER, CLUSTER_NAME if cluster else None)]
-    given = [(kind, name) for kind, name in chosen if name is not None]
+              (ResourceType.CLUSTER, CLUSTER_NAME if cluster else None),
+              (ResourceType.TRANSACTIONAL_ID, transactional_id)]
+    return [(kind, name) for kind, name in chosen if name is not None]
+
+
+def _resource(topic: str | None, group: str | None, cluster: bool,
+              transactional_id: str | None = None) -> tuple[Any, str | None]:
+    from slog.core.acls import ResourceType
+
+    given = _resources(topic, group, cluster, transactional_id)
     if len(given) > 1:
-        fail("give one of --topic, --group and --cluster", code=EXIT_USAGE)
+        fail("give one of --topic, --group, --transactional-id and --cluster",
+             code=EXIT_USAGE)
     return given[0] if given else (ResourceType.ANY, None)
+
+
+def _shortcut_grants(topic: str | None, group: str | None, transactional_id: str | None,
+                     producer: bool, consumer: bool) -> list[tuple[Any, str, list[Any]]]:
+    """(resource type, name, operations) that ``--producer``/``--consumer`` stand for,
+    as kafka-acls expands them."""
+    from slog.core.acls import Operation, ResourceType
+
+    if topic is None or (consumer and group is None):
+        fail("--producer needs --topic; --consumer needs --topic and --group",
+             code=EXIT_USAGE)
+    assert topic is not None
+    grants: list[tuple[Any, str, list[Any]]] = []
+    if producer:
+        grants.append((ResourceType.TOPIC, topic,
+                       [Operation.WRITE, Operation.DESCRIBE, Operation.CREATE]))
+        if transactional_id is not None:
+            grants.append((ResourceType.TRANSACTIONAL_ID, transactional_id,
+                           [Operation.WRITE, Operation.DESCRIBE]))
+    if consumer:
+        assert group is not None
+        grants.append((ResourceType.TOPIC, topic, [Operation.READ, Operation.DESCRIBE]))
+        grants.append((ResourceType.GROUP, group, [Operation.READ]))
+    # One set per resource, as kafka-acls makes it: DESCRIBE on a topic is in both.
+    merged: dict[tuple[Any, str], list[Any]] = {}
+    for kind, name, ops in grants:
+        merged.setdefault((kind, name), []).extend(
+            op for op in ops if op not in merged.get((kind, name), []))
+    return [(kind, name, ops) for (kind, name), ops in merged.items()]
+
+
+def _grants(topic: str | None, group: str | None, cluster: bool, transactional_id: str | None,
+            operation: list[OperationChoice] | None, producer: bool,
+            consumer: bool) -> list[tuple[Any, str, list[Any]]]:
+    """What an add or remove names: one resource with its ``--operation``s, or the
+    ``--producer``/``--consumer`` sets."""
+    if producer or consumer:
+        if operation or cluster:
+            fail("--producer and --consumer take no --operation or --cluster",
+                 code=EXIT_USAGE)
+        return _shortcut_grants(topic, group, transactional_id, producer, consumer)
+    kind, name = _resource(topic, group, cluster, transactional_id)
+    if name is None:
+        return []
+    return [(kind, name, [_operation(op) for op in operation or []])]
 
 
 def _principals(allow: list[str] | None, deny: list[str] | None) -> list[tuple[str, Any]]:
@@ -126,9 +191,12 @@ def add(
     topic: TopicOption = None,
     group: GroupOption = None,
     cluster: ClusterOption = False,
+    transactional_id: TransactionalIdOption = None,
     allow_principal: AllowOption = None,
     deny_principal: DenyOption = None,
     operation: OperationOption = None,
+    producer: ProducerOption = False,
+    consumer: ConsumerOption = False,
     host: HostOption = "*",
     resource_pattern_type: Annotated[PatternChoice, typer.Option(
         help="literal: this name (* for all); prefixed: names starting with it.")
@@ -136,25 +204,28 @@ def add(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """Allow or deny principals operations on a topic, group or the cluster.
+    """Allow or deny principals operations on a topic, group, transactional id or
+    the cluster.
 
     Example: slog acl add --allow-principal User:alice --operation read --topic orders
     """
-    from slog.core.acls import AclBinding, AclError, PatternType, ResourceType
+    from slog.core.acls import AclBinding, AclError, PatternType
     from slog.protocol.apis import ApiKey
 
-    kind, name = _resource(topic, group, cluster)
+    grants = _grants(topic, group, cluster, transactional_id, operation, producer, consumer)
     principals = _principals(allow_principal, deny_principal)
-    if name is None or kind == ResourceType.ANY or not principals or not operation:
-        fail("give a resource (--topic, --group or --cluster), a principal "
-             "(--allow-principal/--deny-principal) and an --operation", code=EXIT_USAGE)
+    if not grants or not principals or not all(ops for _, _, ops in grants):
+        fail("give a resource (--topic, --group, --transactional-id or --cluster), a "
+             "principal (--allow-principal/--deny-principal) and an --operation (or "
+             "--producer/--consumer)", code=EXIT_USAGE)
     if resource_pattern_type not in (PatternChoice.literal, PatternChoice.prefixed):
         fail("ACLs are added with --resource-pattern-type literal or prefixed",
              code=EXIT_USAGE)
+    pattern = PatternType[resource_pattern_type.name.upper()]
     try:
-        bindings = [AclBinding(kind, name, PatternType[resource_pattern_type.name.upper()],
-                               principal, host, _operation(op), permission).validate()
-                    for principal, permission in principals for op in operation]
+        bindings = [AclBinding(kind, name, pattern, principal, host, op, permission).validate()
+                    for kind, name, ops in grants
+                    for principal, permission in principals for op in ops]
     except AclError as exc:
         fail(str(exc), code=EXIT_USAGE)
     from slog.client.cluster import ClusterClient
@@ -177,6 +248,7 @@ def list_acls(
     topic: TopicOption = None,
     group: GroupOption = None,
     cluster: ClusterOption = False,
+    transactional_id: TransactionalIdOption = None,
     principal: Annotated[str | None, typer.Option(help="Only this principal's ACLs.")] = None,
     resource_pattern_type: Annotated[PatternChoice, typer.Option(
         help="any: bindings named exactly so (any pattern); match: every binding that "
@@ -193,7 +265,7 @@ def list_acls(
     from slog.core.acls import AclBinding, AclFilter, PatternType
     from slog.protocol.apis import ApiKey
 
-    kind, name = _resource(topic, group, cluster)
+    kind, name = _resource(topic, group, cluster, transactional_id)
     wanted = AclFilter(kind, name, PatternType[resource_pattern_type.name.upper()], principal)
     with client_errors(bootstrap), ClusterClient(bootstrap, client_id="slog-cli") as client:
         response = client.request_any(ApiKey.DESCRIBE_ACLS, _filter_body(wanted))
@@ -212,9 +284,12 @@ def remove(
     topic: TopicOption = None,
     group: GroupOption = None,
     cluster: ClusterOption = False,
+    transactional_id: TransactionalIdOption = None,
     allow_principal: AllowOption = None,
     deny_principal: DenyOption = None,
     operation: OperationOption = None,
+    producer: ProducerOption = False,
+    consumer: ConsumerOption = False,
     host: Annotated[str | None, typer.Option(help="Only ACLs for this host.")] = None,
     resource_pattern_type: Annotated[PatternChoice, typer.Option(
         help="Which bindings of the resource: literal, prefixed or any.")
@@ -230,15 +305,15 @@ def remove(
     from slog.core.acls import AclBinding, AclFilter, Operation, PatternType, Permission
     from slog.protocol.apis import ApiKey
 
-    kind, name = _resource(topic, group, cluster)
-    if name is None:
-        fail("give the resource: --topic, --group or --cluster", code=EXIT_USAGE)
+    grants = _grants(topic, group, cluster, transactional_id, operation, producer, consumer)
+    if not grants:
+        fail("give the resource: --topic, --group, --transactional-id or --cluster",
+             code=EXIT_USAGE)
     pattern = PatternType[resource_pattern_type.name.upper()]
     who: list[tuple[str | None, Permission]] = list(
         _principals(allow_principal, deny_principal)) or [(None, Permission.ANY)]
-    operations = [_operation(op) for op in operation or []] or [Operation.ANY]
     filters = [AclFilter(kind, name, pattern, p, host, op, perm)
-               for p, perm in who for op in operations]
+               for kind, name, ops in grants for p, perm in who for op in ops or [Operation.ANY]]
     removed: list[dict[str, Any]] = []
     with client_errors(bootstrap), ClusterClient(bootstrap, client_id="slog-cli") as client:
         body = {"filters": [_filter_body(f) for f in filters]}

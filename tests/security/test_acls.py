@@ -152,3 +152,66 @@ def test_acls_need_an_authorizer(sasl_broker: BrokerProcess, as_user: Any) -> No
     as_user("admin")
     result = cli(sasl_broker, "acl", "list")
     assert result.returncode == 1 and "SECURITY_DISABLED" in result.stderr
+
+
+def transactional_produce_error(broker: BrokerProcess, user: str, topic: str,
+                                transactional_id: str) -> int | None:
+    """Commit one transactional record as ``user``; the error code, or None on success."""
+    from confluent_kafka import KafkaException
+
+    producer = Producer({**sasl_conf(broker, user), "transactional.id": transactional_id,
+                         "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
+    try:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"v")
+        producer.commit_transaction(30)
+    except KafkaException as exc:
+        return int(exc.args[0].code())
+    return None
+
+
+def test_producer_and_consumer_shortcuts(acl_broker: BrokerProcess, topics: list[str],
+                                         as_user: Any) -> None:
+    """kafka-acls' --producer (with --transactional-id) and --consumer sets, added and
+    removed in one command each, and what they let a client do."""
+    as_user("admin")
+    ok(cli(acl_broker, "topic", "create", "payments"))
+    assert transactional_produce_error(acl_broker, "bob", "payments", "pay-app") == \
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    granted = json.loads(ok(cli(
+        acl_broker, "acl", "add", "--allow-principal", "User:bob", "--producer", "--consumer",
+        "--topic", "payments", "--transactional-id", "pay-app", "--group", "payers",
+        "-o", "json")))
+    assert {(r["resource_type"], r["resource"], r["operation"]) for r in granted} == {
+        ("TOPIC", "payments", "WRITE"), ("TOPIC", "payments", "DESCRIBE"),
+        ("TOPIC", "payments", "CREATE"), ("TRANSACTIONAL_ID", "pay-app", "WRITE"),
+        ("TRANSACTIONAL_ID", "pay-app", "DESCRIBE"), ("TOPIC", "payments", "READ"),
+        ("GROUP", "payers", "READ")}
+    listed = json.loads(ok(cli(acl_broker, "acl", "list", "--transactional-id", "pay-app",
+                               "-o", "json")))
+    assert {r["operation"] for r in listed} == {"WRITE", "DESCRIBE"}
+    assert transactional_produce_error(acl_broker, "bob", "payments", "pay-app") is None
+    assert consume_error(acl_broker, "bob", "payments", "payers") == (None, 1)
+
+    removed = json.loads(ok(cli(
+        acl_broker, "acl", "remove", "--allow-principal", "User:bob", "--producer",
+        "--consumer", "--topic", "payments", "--transactional-id", "pay-app", "--group",
+        "payers", "-o", "json")))
+    assert len(removed) == len(granted) == 7  # DESCRIBE on the topic once, though both sets have it
+    assert json.loads(ok(cli(acl_broker, "acl", "list", "--principal", "User:bob", "--topic",
+                             "payments", "-o", "json"))) == []
+    assert produce_error(acl_broker, "bob", "payments") == \
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_shortcut_usage_errors(acl_broker: BrokerProcess, as_user: Any) -> None:
+    as_user("admin")
+    no_group = cli(acl_broker, "acl", "add", "--allow-principal", "User:bob", "--consumer",
+                   "--topic", "orders")
+    assert no_group.returncode == 2 and "--consumer needs --topic and --group" in no_group.stderr
+    with_operation = cli(acl_broker, "acl", "add", "--allow-principal", "User:bob",
+                         "--producer", "--topic", "orders", "--operation", "read")
+    assert with_operation.returncode == 2
+    two = cli(acl_broker, "acl", "list", "--topic", "a", "--transactional-id", "b")
+    assert two.returncode == 2
