@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.brokers import BrokerProcess, run_cli
-from tests.security.conftest import logged_in, sasl_conf
+from tests.security.conftest import logged_in, sasl_conf, sasl_connection
 
 
 def cli(broker: BrokerProcess, *args: str) -> Any:
@@ -215,3 +215,28 @@ def test_shortcut_usage_errors(acl_broker: BrokerProcess, as_user: Any) -> None:
     assert with_operation.returncode == 2
     two = cli(acl_broker, "acl", "list", "--topic", "a", "--transactional-id", "b")
     assert two.returncode == 2
+
+
+def test_auto_creation_without_create_is_an_authorization_error(acl_broker: BrokerProcess,
+                                                                topics: list[str],
+                                                                as_user: Any) -> None:
+    """Kafka's Metadata: a topic the principal may describe but not create, asked for
+    with auto-creation, is TOPIC_AUTHORIZATION_FAILED (not created); without
+    auto-creation it is UNKNOWN_TOPIC_OR_PARTITION."""
+    from slog.protocol.apis import ApiKey
+    from slog.protocol.errors import ErrorCode
+
+    as_user("admin")
+    ok(cli(acl_broker, "acl", "add", "--allow-principal", "User:bob", "--operation", "describe",
+           "--operation", "write", "--topic", "not-yet"))
+    with sasl_connection(acl_broker.port, "bob") as bob:
+        def metadata_error(auto: bool) -> int:
+            answer = bob.request(ApiKey.METADATA, {"topics": [{"name": "not-yet"}],
+                                                   "allow_auto_topic_creation": auto},
+                                 version=9)
+            return int(answer.topics[0].error_code)
+
+        assert metadata_error(True) == ErrorCode.topic_authorization_failed
+        assert metadata_error(False) == ErrorCode.unknown_topic_or_partition
+    listed = json.loads(ok(cli(acl_broker, "topic", "list", "-o", "json")))
+    assert "not-yet" not in json.dumps(listed)

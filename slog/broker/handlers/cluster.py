@@ -157,6 +157,9 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
     describable = {name: _describable(ctx, name) for name in names}
     missing = [n for n in dict.fromkeys(names) if describable[n] and n not in image.topics]
     creatable = [n for n in missing if allow_auto and _may_create(ctx, n)]
+    # Kafka: a topic auto-creation would make, for a principal without CREATE on the
+    # cluster or the topic, is TOPIC_AUTHORIZATION_FAILED, not UNKNOWN_TOPIC_OR_PARTITION.
+    create_denied = {n for n in missing if allow_auto and n not in creatable}
     # Concurrently: a client asking for several new topics waits for one round trip.
     created = dict(zip(creatable, await asyncio.gather(*map(partial(_auto_create, ctx),
                                                               creatable)), strict=True))
@@ -171,6 +174,8 @@ async def metadata(ctx: RequestContext, request: Any) -> dict[str, Any]:
         elif name in image.topics:
             entry = broker.metadata_cache.topic(image, name, ctx.version, live)
             topics.append(_with_operations(ctx, entry) if with_operations else entry)
+        elif name in create_denied:
+            topics.append(_missing_topic(name, TOPIC_DENIED))
         else:
             error = created.get(name, UNKNOWN_TOPIC)
             topics.append(_missing_topic(name, error or LEADER_NOT_AVAILABLE))
