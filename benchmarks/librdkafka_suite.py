@@ -12,8 +12,9 @@
 3. **Cluster**: ``slog cluster up --brokers 3 -c num.partitions=4 -c
    default.replication.factor=3`` with racks ``RACK1..3`` and Kafka's
    ``RackAwareReplicaSelector`` (the suite's default scenario, as its own
-   cluster scripts set it up) on a private data dir and free ports, and a
-   ``test.conf`` naming them.
+   cluster scripts set it up), the ACL authorizer with
+   ``allow.everyone.if.no.acl.found=true``, on a private data dir and free
+   ports, and a ``test.conf`` naming them.
 4. **Tests**: every broker test number, one ``test-runner`` process each (so
    a hung test costs only its own ``--timeout``), NON-quick (no ``-Q``), with
    ``-L`` (leave out the local-only tests, which use librdkafka's mock
@@ -64,7 +65,11 @@ CLUSTER_CONFIG = ["num.partitions=4", "default.replication.factor=3",
                   "org.apache.kafka.common.replica.RackAwareReplicaSelector",
                   # Kafka's default (slog's is 0 for quick local joins): the tests'
                   # rebalance counts assume members that start together join together.
-                  "group.initial.rebalance.delay.ms=3000"]
+                  "group.initial.rebalance.delay.ms=3000",
+                  # An authorizer, as the suite's own Kafka clusters run one (0081
+                  # creates, lists and deletes ACLs); with no ACL on a resource anyone
+                  # may use it, so the other tests' clients need no login.
+                  "authorizer.class.name=slog", "allow.everyone.if.no.acl.found=true"]
 RACKS = ",".join(f"RACK{n}" for n in range(1, 4))
 BROKERS = 3
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
