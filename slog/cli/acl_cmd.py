@@ -73,22 +73,14 @@ COLUMNS = ["principal", "permission", "operation", "host", "resource_type", "res
            "pattern"]
 
 
-def _resources(topic: str | None, group: str | None, cluster: bool,
-               transactional_id: str | None = None) -> list[tuple[Any, str]]:
-    """The resources named on the command line, in kafka-acls' order."""
+def _resource(topic: str | None, group: str | None, cluster: bool,
+              transactional_id: str | None = None) -> tuple[Any, str | None]:
     from slog.core.acls import CLUSTER_NAME, ResourceType
 
     chosen = [(ResourceType.TOPIC, topic), (ResourceType.GROUP, group),
               (ResourceType.CLUSTER, CLUSTER_NAME if cluster else None),
               (ResourceType.TRANSACTIONAL_ID, transactional_id)]
-    return [(kind, name) for kind, name in chosen if name is not None]
-
-
-def _resource(topic: str | None, group: str | None, cluster: bool,
-              transactional_id: str | None = None) -> tuple[Any, str | None]:
-    from slog.core.acls import ResourceType
-
-    given = _resources(topic, group, cluster, transactional_id)
+    given = [(kind, name) for kind, name in chosen if name is not None]
     if len(given) > 1:
         fail("give one of --topic, --group, --transactional-id and --cluster",
              code=EXIT_USAGE)
@@ -119,8 +111,8 @@ def _shortcut_grants(topic: str | None, group: str | None, transactional_id: str
     # One set per resource, as kafka-acls makes it: DESCRIBE on a topic is in both.
     merged: dict[tuple[Any, str], list[Any]] = {}
     for kind, name, ops in grants:
-        merged.setdefault((kind, name), []).extend(
-            op for op in ops if op not in merged.get((kind, name), []))
+        have = merged.setdefault((kind, name), [])
+        have += [op for op in ops if op not in have]
     return [(kind, name, ops) for (kind, name), ops in merged.items()]
 
 
