@@ -128,3 +128,47 @@ def test_kip_664_admin_tools_find_and_abort_a_hanging_transaction(
         admin.close()
         producer.close(timeout=1)
     assert _read(bootstrap, "tx-hanging", "read_committed", 0) == []
+
+
+def test_offsets_into_a_transaction_before_any_group_exists(tmp_path) -> None:
+    """kafka-python sends AddOffsetsToTxn before it looks the group's coordinator up.
+    On a broker where no group was ever used (no __consumer_offsets yet), the first
+    answer is retriable and makes the topic, so the retry goes through."""
+    import threading
+
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import OffsetAndMetadata
+
+    from tests.brokers import running_broker
+
+    with running_broker(tmp_path / "data") as broker:
+        _create(broker.bootstrap, "tx-first", 1)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap,
+                                 transactional_id="tx-first-1")
+        outcome: list[object] = []
+
+        def transaction() -> None:
+            try:
+                producer.init_transactions()
+                producer.begin_transaction()
+                producer.send("tx-first", b"v").get(30)
+                producer.send_offsets_to_transaction(
+                    {TopicPartition("tx-first", 0): OffsetAndMetadata(1, "", -1)},
+                    "never-joined")
+                producer.commit_transaction()
+                outcome.append("committed")
+            except Exception as exc:  # reported below, with what it was
+                outcome.append(exc)
+
+        worker = threading.Thread(target=transaction, daemon=True)
+        worker.start()
+        worker.join(TIMEOUT_S)  # kafka-python waits without a deadline: bound it here
+        producer.close(timeout=1)
+        assert outcome == ["committed"], outcome or "the transaction hung"
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            committed = admin.list_group_offsets("never-joined")["never-joined"]
+        finally:
+            admin.close()
+        assert committed[TopicPartition("tx-first", 0)].offset == 1

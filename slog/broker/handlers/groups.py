@@ -64,7 +64,8 @@ _COORDINATOR_TOPICS: dict[int, tuple[str, Callable[[BrokerConfig, int], NewTopic
 }
 
 
-async def _create_coordinator_topic(ctx: RequestContext, key_type: int) -> None:
+async def create_coordinator_topic(ctx: RequestContext, key_type: int) -> None:
+    """Create the internal topic of ``key_type``'s coordinators (on first use)."""
     broker = ctx.broker
     topic, spec_of, _ = _COORDINATOR_TOPICS[key_type]
     error = await broker.topic_creator.create(spec_of(broker.config,
@@ -109,7 +110,7 @@ async def find_coordinator(ctx: RequestContext, request: Any) -> dict[str, Any]:
     if creating:
         # As Kafka: created on first use, and this answer still says "not yet"
         # (the new partitions' coordinators have yet to load them).
-        await _create_coordinator_topic(ctx, key_type)
+        await create_coordinator_topic(ctx, key_type)
     if ctx.version >= 4:
         return {"throttle_time": 0, "coordinators": [
             _find_one(ctx, key, key_type, creating) for key in request.coordinator_keys]}

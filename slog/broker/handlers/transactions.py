@@ -16,6 +16,7 @@ from typing import Any
 
 from slog.broker.dispatcher import RequestContext
 from slog.broker.handlers.common import NONE
+from slog.broker.handlers.groups import KEY_TYPE_GROUP, create_coordinator_topic
 from slog.broker.transaction_state import write_marker, write_txn_offsets
 from slog.core.acls import Operation, ResourceType
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
@@ -99,6 +100,10 @@ def _offsets_partition(ctx: RequestContext, group_id: str) -> tuple[str, int] | 
 async def add_offsets_to_txn(ctx: RequestContext, request: Any) -> dict[str, Any]:
     found = _offsets_partition(ctx, request.group_id)
     if found is None:
+        # No group has been used yet. Create the offsets topic, as FindCoordinator
+        # would, so the client's retry finds its partition: clients send this before
+        # they look the group's coordinator up (kafka-python then retried forever).
+        await create_coordinator_topic(ctx, KEY_TYPE_GROUP)
         return {"throttle_time": 0, "error_code": ErrorCode.coordinator_not_available}
     try:
         await _coordinator(ctx).add_partitions(request.transactional_id, request.producer_id,
