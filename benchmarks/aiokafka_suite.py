@@ -31,6 +31,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"aiokafka suite in {suite}: {' '.join(command[1:])}", flush=True)
     started = time.monotonic()
     done = subprocess.run(command, cwd=suite, capture_output=True, text=True,
-                          env={**dict(__import__("os").environ), "PYTHONPATH": str(REPO)})
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     (work / "pytest.log").write_text(done.stdout + done.stderr)
     counts, failures = summarize(done.stdout)
     print(f"{time.monotonic() - started:.0f} s; "
