@@ -14,6 +14,7 @@ from slog.broker.dispatcher import Dispatcher
 from slog.broker.handlers import all_handlers
 from slog.broker.security import exposure_warning
 from slog.broker.server import KafkaServer
+from slog.core import gc_policy
 from slog.core.config import BrokerConfig
 from slog.core.listeners import advertised, configured_listeners
 from slog.protocol import warm_up
@@ -37,6 +38,7 @@ async def _warm_up_rest(specs: list[ApiSpec]) -> None:
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
     listeners = configured_listeners(config)
+    gc_policy.install()
     # Certificates are read before anything else, so a bad file stops the start at once.
     tls_context = server_context(config.values) if any(e.tls for e in listeners) else None
     broker = Broker(config)
@@ -65,6 +67,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     broker.poll_metadata()  # creates every replica: seconds with thousands of partitions
     await broker.replicas.settled()  # new logs may be made on a worker thread
     broker.caught_up()
+    gc_policy.settle()  # what start-up built is long-lived: later collections skip it
     broker.try_become_controller()
     broker.start_background_tasks()
     warming = asyncio.create_task(_warm_up_rest([s for s in dispatcher.table if s not in first]))

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from slog.core import gc_policy
 from slog.core.checkpoint import OffsetCheckpointFile, fsync_dir, write_atomically
 from slog.core.due import DueSchedule
 from slog.core.errors import InvalidTopicError, StorageError
@@ -108,7 +109,7 @@ class LogManager:
                     found[key] = entry
 
             def open_log(key: TopicPartition) -> PartitionLog:
-                return PartitionLog.open(
+                opened = PartitionLog.open(
                     found[key],
                     configs.get(key[0], self.default_config),
                     recovery_point=recovery_points.get(key, 0),
@@ -116,6 +117,8 @@ class LogManager:
                     time=self._time,
                     log_start_offset=log_starts.get(key),
                 )
+                gc_policy.built()
+                return opened
 
             # Opening waits on the file system (listing, mapping; after a crash,
             # fsyncs), which runs in parallel: Kafka's num.recovery.threads.per.data.dir.
@@ -210,6 +213,7 @@ class LogManager:
                     if log is not None:
                         created[key] = log
                         synced.append(syncer.submit(fsync_dir, log.directory))
+                        gc_policy.built()
             except (OSError, StorageError) as exc:
                 failure = exc
             for done in synced:
@@ -269,6 +273,7 @@ class LogManager:
             if log is None:
                 return False
             log.close()
+            gc_policy.discard()  # its objects may be frozen, in cycles
             doomed = log.directory.with_name(
                 f"{log.directory.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
             )

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
+from slog.core import gc_policy
 from slog.core.checkpoint import FILE_MODE, write_atomically
 from slog.core.config import BrokerConfig
 from slog.core.due import WakingDueSchedule
@@ -307,6 +308,7 @@ class ReplicaManager:
             else:  # its directory was on disk already
                 partition = self._open(key, topic_id)
             self._take_role(key, partition, state, image, fenced)
+            gc_policy.built()
         if recreated:
             self.apply_image(image, MetadataDelta(partitions=recreated))
 
