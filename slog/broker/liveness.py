@@ -36,6 +36,7 @@ log = logging.getLogger("slog.broker")
 
 HEARTBEAT_INTERVAL_S = 1.0  # the longest; shorter sessions beat more often
 BEATS_PER_SESSION = 8
+LATE_BEATS = 3  # a beat this many intervals late is worth a warning
 
 
 def heartbeat_interval_s(session_timeout_s: float) -> float:
@@ -74,9 +75,22 @@ class HeartbeatThread:
 
     def _run(self) -> None:
         failing = False
+        last = time.monotonic()
         while not self._stop.wait(self._interval_s):
+            now = time.monotonic()
+            if now - last > LATE_BEATS * self._interval_s:
+                # Not this broker's doing: the thread was not given the CPU (an overloaded
+                # machine) or the GIL. Say so: it explains a fencing that follows.
+                log.warning("heartbeat thread ran %.2f s after the last beat (every %.2f s "
+                            "is due): this process was starved of CPU",
+                            now - last, self._interval_s)
             try:
+                started = time.monotonic()
                 beat(self._layout, self._broker_id)
+                if time.monotonic() - started > LATE_BEATS * self._interval_s:
+                    log.warning("heartbeat write took %.2f s: the data dir's disk is slow",
+                                time.monotonic() - started)
+                last = time.monotonic()
                 failing = False
             except OSError as exc:
                 if not failing:  # once per failure streak, not at every beat
