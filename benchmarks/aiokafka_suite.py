@@ -32,13 +32,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from suite_support import report, suite_environment, summarize
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -62,28 +63,6 @@ def prepare(source: Path, work: Path) -> Path:
     return suite
 
 
-def environment(work: Path) -> Path:
-    """A venv over this interpreter's packages, with the suite's own plugins."""
-    venv = work / "venv"
-    python = venv / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                       check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *SUITE_NEEDS], check=True)
-    return python
-
-
-def summarize(output: str) -> tuple[dict[str, int], list[str]]:
-    """pytest's closing counts and its FAILED/ERROR lines."""
-    counts: dict[str, int] = {}
-    for line in reversed(output.splitlines()):
-        if re.search(r"\d+ (passed|failed)", line):
-            counts = {word: int(n) for n, word in re.findall(r"(\d+) (\w+)", line)}
-            break
-    failures = [line for line in output.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    return counts, failures
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", type=Path, required=True, help="an aiokafka checkout")
@@ -96,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="slog-aiokafka-suite-"))
     work.mkdir(parents=True, exist_ok=True)
     suite = prepare(args.source.resolve(), work)
-    python = environment(work)
+    python = suite_environment(work, SUITE_NEEDS)
     command = [str(python), "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider", "-rfEs",
                "--timeout", "120", "--docker-image", f"slog:2.13_{args.kafka_version}",
                *args.pytest_args]
@@ -106,12 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     (work / "pytest.log").write_text(done.stdout + done.stderr)
     counts, failures = summarize(done.stdout)
-    print(f"{time.monotonic() - started:.0f} s; "
-          + ", ".join(f"{n} {word}" for word, n in counts.items())
-          + f" (full output: {work / 'pytest.log'})")
-    for line in failures:
-        print(f"  {line}")
-    return 0 if counts.get("passed") and not failures else 1
+    return report(counts, failures, time.monotonic() - started, work / "pytest.log")
 
 
 if __name__ == "__main__":

@@ -127,6 +127,8 @@ class Broker:
         self.producer_ids = ProducerIdAllocator(self.layout.producer_id_block)
         self.replication_throttle = ReplicationThrottle()  # reassignment --throttle
         self.info: BrokerInfo | None = None
+        self.bound: list[Endpoint] = []  # the listeners as bound (the real port for port 0)
+        self.advertised: list[Endpoint] = []
         self.api_table: tuple[ApiSpec, ...] = ()
         self._tasks: list[asyncio.Task[None]] = []
         self._metadata_polled_at = time.monotonic()
@@ -182,10 +184,11 @@ class Broker:
             time.sleep(0.02)
         return False
 
-    def publish(self, endpoints: list[Endpoint]) -> None:
+    def publish(self, endpoints: list[Endpoint], bound: list[Endpoint]) -> None:
         """Write broker.json once the listeners' ports are known. Its host and port are the
         inter-broker listener's (what other brokers connect to); every listener's
         advertised endpoint is listed too."""
+        self.bound, self.advertised = bound, endpoints
         inter = next(e for e in endpoints if e.name == self.security.inter_broker.name)
         self.info = BrokerInfo(self.broker_id, inter.host, inter.port, os.getpid(), time.time(),
                                rack=self.config.rack, listeners=[e.to_record() for e in endpoints])

@@ -63,7 +63,7 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         for server in servers:
             await server.stop()
         raise
-    broker.publish(advertised(config, bound))
+    broker.publish(advertised(config, bound), bound)
     broker.poll_metadata()  # creates every replica: seconds with thousands of partitions
     await broker.replicas.settled()  # new logs may be made on a worker thread
     broker.caught_up()

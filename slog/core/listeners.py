@@ -34,6 +34,12 @@ class Endpoint:
     def sasl(self) -> bool:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
+    @property
+    def url(self) -> str:
+        """As Kafka writes a listener: ``NAME://host:port``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
     def to_record(self) -> dict[str, object]:
         return {"name": self.name, "host": self.host, "port": self.port,
                 "security_protocol": self.protocol}

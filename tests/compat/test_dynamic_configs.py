@@ -285,6 +285,25 @@ def test_kafka_python_incremental_and_describe_broker(kp_admin: KafkaAdminClient
     assert (partitions["value"], partitions["read_only"]) == ("1", True)
 
 
+def test_start_up_options_are_static_settings(broker: BrokerProcess,
+                                              kp_admin: KafkaAdminClient) -> None:
+    """`slog broker start --id --listen --data-dir` is a Kafka broker's server.properties:
+    node.id, listeners, advertised.listeners and log.dirs, as kafka-python's own suite
+    checks them (it asks for advertised.listeners as STATIC_BROKER_CONFIG)."""
+    described = kp_admin.describe_configs([KpConfigResource(ConfigResourceType.BROKER, BROKER)],
+                                          config_filter="all", include_synonyms=True)
+    configs = described["broker"][BROKER]
+    listener = f"PLAINTEXT://{broker.bootstrap}"
+    expected = {"node.id": BROKER, "broker.id": BROKER, "listeners": listener,
+                "advertised.listeners": listener,
+                "log.dirs": str(broker.data_dir.resolve() / "brokers" / BROKER / "logs")}
+    for key, value in expected.items():
+        entry = configs[key]
+        assert (entry["value"], entry["config_source"], entry["read_only"]) == \
+            (value, "STATIC_BROKER_CONFIG", True), key
+        assert [s["source"] for s in entry["synonyms"]] == ["STATIC_BROKER_CONFIG"], key
+
+
 def test_kafka_python_legacy_alter_configs(kp_admin: KafkaAdminClient, admin: AdminClient
                                            ) -> None:
     def legacy(kind: ConfigResourceType, name: str, configs: dict[str, str]) -> str:

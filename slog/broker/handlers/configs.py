@@ -144,14 +144,42 @@ def _describe_broker(ctx: RequestContext, resource: Any, synonyms: bool) -> dict
         return {**entry, **_failure(
             ErrorCode.invalid_request,
             f"this is broker {config.broker_id}: ask broker {broker_id} for its configs")}
-    # Every setting, as Kafka's: one unset by default (log.retention.ms) has no value.
-    for key in sorted(BROKER_CONFIG_NAMES):
+    entry["configs"] = _broker_entries(ctx, wanted, synonyms)
+    return entry
+
+
+def _broker_entries(ctx: RequestContext, wanted: set[str] | None,
+                    synonyms: bool) -> list[dict[str, Any]]:
+    """Every setting of this broker, as Kafka's: one unset by default (log.retention.ms)
+    has no value."""
+    config = ctx.broker.config
+    started_with = _start_up_settings(ctx)
+    entries = []
+    for key in sorted(BROKER_CONFIG_NAMES | started_with.keys()):
         if wanted is not None and key not in wanted:
             continue
-        chain = config.synonyms(key) if synonyms else []
-        entry["configs"].append(_entry(key, config.values.get(key), config.source(key),
-                                       key not in DYNAMIC_BROKER_CONFIGS, chain))
-    return entry
+        value = config.values.get(key)
+        source = config.source(key)
+        if key in started_with and source == ConfigSource.DEFAULT_CONFIG:
+            value, source = started_with[key], ConfigSource.STATIC_BROKER_CONFIG
+            chain = [(key, value, source)] if synonyms else []
+        else:
+            chain = config.synonyms(key) if synonyms else []
+        entries.append(_entry(key, value, source, key not in DYNAMIC_BROKER_CONFIGS, chain))
+    return entries
+
+
+def _start_up_settings(ctx: RequestContext) -> dict[str, str]:
+    """What ``slog broker start``'s own options set, under Kafka's names: its id, its log
+    directory and, unless given with ``--config``, the listeners from ``--listen``. A
+    Kafka broker reads them from server.properties, so they are static settings."""
+    broker = ctx.broker
+    settings = {"node.id": str(broker.broker_id), "broker.id": str(broker.broker_id),
+                "log.dirs": str(broker.log_manager.logs_dir)}
+    if broker.bound:
+        settings["listeners"] = ",".join(e.url for e in broker.bound)
+        settings["advertised.listeners"] = ",".join(e.url for e in broker.advertised)
+    return settings
 
 
 async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
