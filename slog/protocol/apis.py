@@ -171,9 +171,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Legacy (replace-all) AlterConfigs: librdkafka and kafka-python still use it.
     (ApiKey.ALTER_CONFIGS, 0, 2),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
-    # Kafka 4 dropped v0. v4 adds total/usable bytes, v5 is_cordoned (KIP-1066):
-    # slog never cordons its one log dir.
-    (ApiKey.DESCRIBE_LOG_DIRS, 1, 5),
+    # Kafka 4 dropped v0. v4 adds total/usable bytes. v5 (is_cordoned, KIP-1066) is
+    # newer than Kafka 4.1: kafka-python took slog for Kafka 4.3 when it was offered.
+    (ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
     # v1 adds key_type (1: transactional ids), v4 batches coordinator keys
     # (KIP-699); v5 may answer TRANSACTION_ABORTABLE (KIP-890), which slog never
     # sends, v6 takes the share-group key type (KIP-932): slog has no share
@@ -185,11 +185,12 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     (ApiKey.LEAVE_GROUP, 0, 5),
     # v9 (KIP-848) carries a classic group's generation or a consumer group's
     # member epoch (checked: STALE_MEMBER_EPOCH) and answers GROUP_ID_NOT_FOUND
-    # for a member's commit to an unknown group; v10 names topics by id.
-    (ApiKey.OFFSET_COMMIT, 2, 10),
-    # v9 adds member id and epoch, which only consumer groups check; v10 names
-    # topics by id (an unknown id is UNKNOWN_TOPIC_ID).
-    (ApiKey.OFFSET_FETCH, 1, 10),
+    # for a member's commit to an unknown group. v10 (topics by id) is newer than
+    # Kafka 4.1: clients infer the broker's release from these maxima.
+    (ApiKey.OFFSET_COMMIT, 2, 9),
+    # v9 adds member id and epoch, which only consumer groups check. v10 (topics
+    # by id) is newer than Kafka 4.1.
+    (ApiKey.OFFSET_FETCH, 1, 9),
     # v6 (KIP-1043): an unknown group is GROUP_ID_NOT_FOUND with an error
     # message (Dead with no error before).
     (ApiKey.DESCRIBE_GROUPS, 0, 6),

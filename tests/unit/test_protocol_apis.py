@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
 
 from slog.protocol import (
     ALL_APIS,
@@ -48,8 +49,8 @@ EXPECTED = {
     "SyncGroup": (0, 5),
     "Heartbeat": (0, 4),
     "LeaveGroup": (0, 5),
-    "OffsetCommit": (2, 10),
-    "OffsetFetch": (1, 10),
+    "OffsetCommit": (2, 9),
+    "OffsetFetch": (1, 9),
     "DescribeGroups": (0, 6),
     "ListGroups": (0, 5),
     "DeleteGroups": (0, 2),
@@ -70,7 +71,7 @@ EXPECTED = {
     "ConsumerGroupDescribe": (0, 1),
     "DescribeUserScramCredentials": (0, 0),
     "AlterUserScramCredentials": (0, 0),
-    "DescribeLogDirs": (1, 5),  # kio has no v0 (Kafka 4 removed it)
+    "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
     "DescribeTopicPartitions": (0, 0),
     "Envelope": (0, 0),  # inter-broker only: never advertised (see slog.broker.forwarding)
 }
@@ -80,6 +81,16 @@ def test_table_contents() -> None:
     assert {s.name: (s.min_version, s.max_version) for s in ALL_APIS} == EXPECTED
     assert [s.api_key for s in ALL_APIS] == sorted(s.api_key for s in ALL_APIS)
     assert {s.api_key for s in ALL_APIS} == {int(k) for k in ApiKey}
+
+
+def test_no_client_api_is_offered_beyond_kafka_4_1() -> None:
+    """Clients infer a broker's release from its ApiVersions maxima (kafka-python from
+    the table below, taken from Kafka's releases): slog offers Kafka 4.1's surface, so
+    no maximum may be newer. Inter-broker APIs are not in the table."""
+    kafka_4_1 = BROKER_API_VERSIONS[(4, 1)]
+    newer = {spec.name: (spec.max_version, kafka_4_1[spec.api_key][1]) for spec in ALL_APIS
+             if spec.api_key in kafka_4_1 and spec.max_version > kafka_4_1[spec.api_key][1]}
+    assert newer == {}
 
 
 def test_every_range_is_within_kio() -> None:
