@@ -194,11 +194,13 @@ def _checks(api_key: int, request: Any) -> Iterator[Check]:
     elif api_key == ApiKey.ALTER_CLIENT_QUOTAS:
         yield _cluster(op.ALTER_CONFIGS)
     elif api_key in (ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
-                     ApiKey.ALTER_USER_SCRAM_CREDENTIALS):
+                     ApiKey.ALTER_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_REPLICA_LOG_DIRS):
         yield _cluster(op.ALTER)
     elif api_key in (ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_LOG_DIRS,
-                     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS):
+                     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.DESCRIBE_QUORUM):
         yield _cluster(op.DESCRIBE)
+    elif api_key == ApiKey.LIST_CONFIG_RESOURCES:
+        yield _cluster(op.DESCRIBE_CONFIGS)
     elif api_key == ApiKey.ALTER_PARTITION:
         yield _cluster(op.CLUSTER_ACTION)
 

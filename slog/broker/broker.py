@@ -194,6 +194,11 @@ class Broker:
                                rack=self.config.rack, listeners=[e.to_record() for e in endpoints])
         write_broker_info(self.layout, self.info)
 
+    @property
+    def metadata_offset(self) -> int:
+        """The next metadata log offset this broker will read: everything before it applied."""
+        return self._metadata_reader.next_offset
+
     def caught_up(self) -> None:
         """Call after the first full metadata apply: the controller may now register us."""
         self.layout.broker(self.broker_id).starting.unlink(missing_ok=True)

@@ -72,6 +72,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
@@ -85,6 +86,7 @@ class ApiKey(enum.IntEnum):
     ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
@@ -93,6 +95,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -171,6 +174,9 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # Legacy (replace-all) AlterConfigs: librdkafka and kafka-python still use it.
     (ApiKey.ALTER_CONFIGS, 0, 2),
     (ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1),
+    # kio: 1-2 (Kafka 4 dropped v0). A slog broker has one log dir: a move to it is a
+    # no-op, to another LOG_DIR_NOT_FOUND.
+    (ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2),
     # Kafka 4 dropped v0. v4 adds total/usable bytes. v5 (is_cordoned, KIP-1066) is
     # newer than Kafka 4.1: kafka-python took slog for Kafka 4.3 when it was offered.
     (ApiKey.DESCRIBE_LOG_DIRS, 1, 4),
@@ -222,8 +228,14 @@ _RANGES: tuple[tuple[ApiKey, int, int], ...] = (
     # KIP-554: SCRAM users managed by admin clients (only v0 exists).
     (ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0),
     (ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0),
+    # The metadata log as a KRaft quorum (broker/handlers/quorum.py): v1 adds the
+    # voters' timestamps, v2 the nodes' listeners and error messages (KIP-853).
+    (ApiKey.DESCRIBE_QUORUM, 0, 2),
     # v1 adds the endpoint type (KIP-919), v2 include_fenced_brokers (KIP-1073).
     (ApiKey.DESCRIBE_CLUSTER, 0, 2),
+    # v0 is KIP-714's ListClientMetricsResources (slog has no client metrics); v1
+    # (KIP-1142) lists the resources of any config type: every topic and broker.
+    (ApiKey.LIST_CONFIG_RESOURCES, 0, 1),
     # KIP-966: Metadata's topic half with cursor paging (only v0 exists).
     (ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0),
     # Inter-broker: leaders ask the controller for ISR changes. kio: 2-3 (topic

@@ -320,6 +320,17 @@ def _describe_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     return _fill(cls, throttle_time=_NO_TIME, error_code=e, results=(result,))
 
 
+def _alter_replica_log_dirs(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
+    topics: dict[str, list[int]] = {}
+    for wanted in req.dirs:
+        for t in wanted.topics:
+            topics.setdefault(t.name, []).extend(t.partitions)
+    return _fill(cls, throttle_time=_NO_TIME, results=_by_topic(
+        cls, "results", "partitions",
+        (({"topic_name": name}, ({"partition_index": p, "error_code": e} for p in parts))
+         for name, parts in topics.items())))
+
+
 def _offset_commit(cls: type, req: Any, e: ErrorCode, v: int) -> Entity:
     # Topics → partitions with an error code each; v10 names topics by id.
     return _fill(cls, throttle_time=_NO_TIME, topics=_by_topic(
@@ -403,6 +414,7 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (_offset_for_leader_epoch, True),
     ApiKey.DESCRIBE_CONFIGS: (_describe_configs, True),
     ApiKey.DESCRIBE_LOG_DIRS: (_describe_log_dirs, False),
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (_alter_replica_log_dirs, True),
     ApiKey.DESCRIBE_ACLS: (_top_level, False),
     ApiKey.CREATE_ACLS: (_create_acls, True),
     ApiKey.DELETE_ACLS: (_delete_acls, True),
@@ -418,6 +430,8 @@ _ERROR_BUILDERS: dict[int, tuple[_Builder, bool]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (_top_level, False),
     ApiKey.ALTER_CLIENT_QUOTAS: (_alter_client_quotas, True),
     ApiKey.DESCRIBE_CLUSTER: (_top_level, False),
+    ApiKey.DESCRIBE_QUORUM: (_top_level, False),
+    ApiKey.LIST_CONFIG_RESOURCES: (_top_level, False),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (_top_level, False),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (_alter_user_scram_credentials, True),
     ApiKey.ALTER_PARTITION: (_top_level, False),

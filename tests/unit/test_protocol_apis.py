@@ -66,12 +66,15 @@ EXPECTED = {
     "DescribeAcls": (1, 3),  # kio has no v0 (Kafka 4 removed it)
     "CreateAcls": (1, 3),
     "DeleteAcls": (1, 3),
+    "DescribeQuorum": (0, 2),
     "DescribeCluster": (0, 2),
     "ConsumerGroupHeartbeat": (0, 1),
     "ConsumerGroupDescribe": (0, 1),
     "DescribeUserScramCredentials": (0, 0),
     "AlterUserScramCredentials": (0, 0),
+    "AlterReplicaLogDirs": (1, 2),
     "DescribeLogDirs": (1, 4),  # kio has no v0 (Kafka 4 removed it)
+    "ListConfigResources": (0, 1),
     "DescribeTopicPartitions": (0, 0),
     "Envelope": (0, 0),  # inter-broker only: never advertised (see slog.broker.forwarding)
 }

@@ -13,6 +13,7 @@ from slog.broker.handlers import (
     fetch,
     groups,
     log_dirs,
+    quorum,
     quotas,
     reassign,
     records,
@@ -27,7 +28,7 @@ from slog.broker.handlers import (
 def all_handlers() -> dict[int, Handler]:
     handlers: dict[int, Handler] = {}
     for module in (cluster, data, fetch, admin, configs, replication, reassign, groups,
-                   consumer_groups, log_dirs, sasl, acls, scram, records, quotas, topic_partitions,
-                   transactions):
+                   consumer_groups, log_dirs, quorum, sasl, acls, scram, records, quotas,
+                   topic_partitions, transactions):
         handlers.update(module.HANDLERS)
     return handlers

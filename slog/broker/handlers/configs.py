@@ -31,6 +31,8 @@ from slog.replication.controller import ControllerError
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+# Kafka's other config resources; slog has none of them to list.
+RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP = 8, 16, 32
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 # DescribeConfigs v3+ config types.
 TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_LIST = 1, 2, 5, 7
@@ -285,7 +287,37 @@ async def alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
         _alter(ctx, r, request.validate_only, incremental=False) for r in request.resources]}
 
 
+# -- ListConfigResources ----------------------------------------------------------------
+def _config_resources(ctx: RequestContext, resource_type: int) -> list[tuple[str, int]]:
+    """(name, type) of every resource of ``resource_type`` with configs to describe: every
+    topic and every broker. v0 (ListClientMetricsResources) asks for client metrics only."""
+    image = ctx.broker.image
+    if resource_type == RESOURCE_TOPIC:
+        return [(name, RESOURCE_TOPIC) for name in sorted(image.topics)]
+    if resource_type == RESOURCE_BROKER:
+        return [(str(b), RESOURCE_BROKER) for b in sorted(image.brokers)]
+    return []
+
+
+async def list_config_resources(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    known = (RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS,
+             RESOURCE_GROUP)
+    if ctx.version == 0:
+        wanted: tuple[int, ...] = (RESOURCE_CLIENT_METRICS,)
+    else:
+        wanted = tuple(request.resource_types) or known
+    unknown = [t for t in wanted if t not in known]
+    if unknown:
+        return {"throttle_time": 0, "error_code": ErrorCode.invalid_request,
+                "config_resources": []}
+    found = [entry for t in dict.fromkeys(wanted) for entry in _config_resources(ctx, t)]
+    return {"throttle_time": 0, "error_code": ErrorCode.none,
+            "config_resources": [{"resource_name": name, "resource_type": kind}
+                                 for name, kind in found]}
+
+
 HANDLERS = {
+    ApiKey.LIST_CONFIG_RESOURCES: list_config_resources,
     ApiKey.DESCRIBE_CONFIGS: describe_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: incremental_alter_configs,
     ApiKey.ALTER_CONFIGS: alter_configs,

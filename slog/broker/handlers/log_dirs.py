@@ -1,12 +1,15 @@
-"""DescribeLogDirs: the size of every partition replica this broker holds.
+"""DescribeLogDirs and AlterReplicaLogDirs: this broker's one log directory.
 
-A slog broker has one log directory (``brokers/<id>/logs``), so the answer is
-one result. ``offset_lag`` is Kafka's: how far the replica's log end is behind
-the high watermark it knows (0 on a leader, and on a follower that caught up).
+A slog broker has one log directory (``brokers/<id>/logs``), so DescribeLogDirs
+answers one result. ``offset_lag`` is Kafka's: how far the replica's log end is
+behind the high watermark it knows (0 on a leader, and on a follower that
+caught up). AlterReplicaLogDirs can only move a replica to where it is: that
+directory is a no-op that succeeds, as on Kafka, any other LOG_DIR_NOT_FOUND.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import defaultdict
 from typing import Any
@@ -60,9 +63,31 @@ async def describe_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any]
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
             "total_bytes": total,
             "usable_bytes": usable,
-            "is_cordoned": False,  # v5 (KIP-1066): slog never cordons its log dir
         }],
     }
 
 
-HANDLERS = {ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs}
+def _move_outcome(ctx: RequestContext, here: bool, topic: str, index: int) -> ErrorCode:
+    """As Kafka: a partition the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION; one
+    that exists goes (or, once this broker gets a replica, will go) to the directory."""
+    if ctx.broker.image.partition(topic, index) is None:
+        return ErrorCode.unknown_topic_or_partition
+    return NONE if here else ErrorCode.log_dir_not_found
+
+
+async def alter_replica_log_dirs(ctx: RequestContext, request: Any) -> dict[str, Any]:
+    logs_dir = os.path.realpath(ctx.broker.log_manager.logs_dir)
+    results: dict[str, dict[int, ErrorCode]] = defaultdict(dict)
+    for wanted in request.dirs:
+        here = os.path.realpath(wanted.path) == logs_dir
+        for topic in wanted.topics:
+            for index in topic.partitions:
+                results[topic.name][index] = _move_outcome(ctx, here, topic.name, index)
+    return {"throttle_time": 0, "results": [
+        {"topic_name": name, "partitions": [{"partition_index": index, "error_code": code}
+                                            for index, code in partitions.items()]}
+        for name, partitions in results.items()]}
+
+
+HANDLERS = {ApiKey.DESCRIBE_LOG_DIRS: describe_log_dirs,
+            ApiKey.ALTER_REPLICA_LOG_DIRS: alter_replica_log_dirs}
