@@ -24,7 +24,7 @@ TOPIC_DENIED = ErrorCode.topic_authorization_failed.value
 GROUP_DENIED = ErrorCode.group_authorization_failed.value
 CLUSTER_DENIED = ErrorCode.cluster_authorization_failed.value
 TXN_ID_DENIED = ErrorCode.transactional_id_authorization_failed.value
-_CONFIG_TOPIC, _CONFIG_BROKER = 2, 4
+_CONFIG_TOPIC, _CONFIG_BROKER, _CONFIG_GROUP = 2, 4, 32
 _GROUP_KEY, _TRANSACTION_KEY = 0, 1
 
 Allowed = Callable[[Operation, ResourceType, str], bool]
@@ -115,6 +115,8 @@ def _configs(op: Operation, request: Any) -> Iterator[Check]:
             yield from _topic(op, resource.resource_name)
         elif resource.resource_type == _CONFIG_BROKER:
             yield _cluster(op)
+        elif resource.resource_type == _CONFIG_GROUP:
+            yield _group(op, resource.resource_name)
 
 
 def _delete_topics(request: Any) -> Iterator[Check]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from slog.core import batch
 from slog.core.errors import OffsetOutOfRangeError, StorageError
+from slog.core.group_config import GroupSettings, group_settings
 from slog.core.log import RecordTooLargeError
 from slog.core.names import INTERNAL_TOPICS
 from slog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
@@ -194,7 +195,12 @@ def build_consumer_group_coordinator(broker: Broker, manager: GroupMetadataManag
             cached[:] = [(view, image.offset)]
         return cached[0]
 
-    coordinator = ConsumerGroupCoordinator(consumer_group_config(broker.config), manager, topics)
+    def overrides(group_id: str) -> GroupSettings | None:
+        configs = broker.image.group_configs.get(group_id)
+        return group_settings(configs, broker.config.values) if configs else None
+
+    coordinator = ConsumerGroupCoordinator(consumer_group_config(broker.config), manager, topics,
+                                           overrides=overrides)
     coordinator.on_downgrade = broker.groups.adopt_downgraded
     return coordinator
 

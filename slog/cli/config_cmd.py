@@ -1,9 +1,10 @@
 """``slog config show``: the CLI's own settings and where each one came from;
-``slog config describe|alter``: the cluster's broker and topic configs.
+``slog config describe|alter``: the cluster's broker, topic and group configs.
 
 A target is one broker (``--broker ID``, its dynamic and static settings), the
-cluster-wide dynamic default of every broker (``--broker-default``) or a topic
-(``--topic NAME``), Kafka's BROKER and TOPIC config resources.
+cluster-wide dynamic default of every broker (``--broker-default``), a topic
+(``--topic NAME``) or a group (``--group ID``), Kafka's BROKER, TOPIC and GROUP
+config resources.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from slog.cli.common import (
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
 
-app = typer.Typer(help="The CLI's settings (show) and the cluster's broker and topic configs "
-                       "(describe, alter).", no_args_is_help=True)
+app = typer.Typer(help="The CLI's settings (show) and the cluster's broker, topic and group "
+                       "configs (describe, alter).", no_args_is_help=True)
 
 BrokerOption = Annotated[int | None, typer.Option(
     "--broker", min=0, help="This broker's configs (dynamic, static and defaults).")]
@@ -35,6 +36,9 @@ BrokerDefaultOption = Annotated[bool, typer.Option(
     "--broker-default", help="The cluster-wide dynamic default of every broker.")]
 TopicOption = Annotated[str | None, typer.Option(
     "--topic", "-t", help="A topic's configs.", autocompletion=complete_topics)]
+GroupOption = Annotated[str | None, typer.Option(
+    "--group", "-g", help="A consumer group's configs (its session timeout and heartbeat "
+    "interval; the group need not exist yet).")]
 
 
 def _source(ctx: typer.Context, name: str, profile_source: str) -> str:
@@ -101,15 +105,17 @@ def show(
     emit(rows, ["setting", "value", "source"], output)
 
 
-# -- cluster configs (Kafka's BROKER and TOPIC resources) -----------------------------------
-def _target(broker: int | None, broker_default: bool, topic: str | None
-            ) -> tuple[str, int | str | None]:
-    """("broker", id) | ("broker", None) for the default | ("topic", name); exactly one."""
+# -- cluster configs (Kafka's BROKER, TOPIC and GROUP resources) --------------------------
+def _target(broker: int | None, broker_default: bool, topic: str | None,
+            group: str | None) -> tuple[str, int | str | None]:
+    """("broker", id) | ("broker", None) for the default | ("topic", name) |
+    ("group", id); exactly one."""
     chosen = [(kind, value) for kind, value, given in (
         ("broker", broker, broker is not None), ("broker", None, broker_default),
-        ("topic", topic, topic is not None)) if given]
+        ("topic", topic, topic is not None), ("group", group, group is not None)) if given]
     if len(chosen) != 1:
-        fail("name one target: --broker ID, --broker-default or --topic NAME", code=EXIT_USAGE)
+        fail("name one target: --broker ID, --broker-default, --topic NAME or --group ID",
+             code=EXIT_USAGE)
     return chosen[0]
 
 
@@ -132,25 +138,30 @@ def describe(
     broker: BrokerOption = None,
     broker_default: BrokerDefaultOption = False,
     topic: TopicOption = None,
+    group: GroupOption = None,
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """Print the configs of a broker, of the cluster-wide broker default or of a topic,
-    with the source of each value.
+    """Print the configs of a broker, of the cluster-wide broker default, of a topic or of
+    a group, with the source of each value.
 
-    Sources, highest precedence first: DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG,
-    DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG (--config at start-up),
-    DEFAULT_CONFIG. read_only: only a restart can change it.
+    Sources, highest precedence first: DYNAMIC_TOPIC_CONFIG or GROUP_CONFIG (the topic's
+    or group's own), DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG (--config at start-up), DEFAULT_CONFIG. read_only: only a
+    restart can change it.
 
     Examples:
       slog config describe --broker 1
       slog config describe --broker-default -o json
       slog config describe --topic orders
+      slog config describe --group billing
     """
-    kind, name = _target(broker, broker_default, topic)
+    kind, name = _target(broker, broker_default, topic, group)
     with client_errors(bootstrap), _admin(bootstrap) as admin:
         if kind == "topic":
             entries = admin.describe_configs(str(name))
+        elif kind == "group":
+            entries = admin.describe_group_configs(str(name))
         else:
             if name is not None:
                 _check_broker_known(admin, int(name))
@@ -165,6 +176,7 @@ def alter(
     broker: BrokerOption = None,
     broker_default: BrokerDefaultOption = False,
     topic: TopicOption = None,
+    group: GroupOption = None,
     set_: Annotated[list[str] | None, typer.Option(
         "--set", help="Set a config key=value (repeatable).")] = None,
     delete: Annotated[list[str] | None, typer.Option(
@@ -175,18 +187,21 @@ def alter(
     bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
     output: OutputOption = OutputFormat.table,
 ) -> None:
-    """Change configs of a broker, of the cluster-wide broker default or of a topic, without
-    a restart.
+    """Change configs of a broker, of the cluster-wide broker default, of a topic or of a
+    group, without a restart.
 
     Broker targets take only the settings Kafka lets you change at runtime
     (the log.* topic defaults, message.max.bytes, min.insync.replicas,
     unclean.leader.election.enable, compression.type, max.connections,
-    log.cleaner.backoff.ms); the rest need --config at start-up.
+    log.cleaner.backoff.ms); the rest need --config at start-up. A group takes
+    consumer.session.timeout.ms and consumer.heartbeat.interval.ms, within the
+    brokers' group.consumer.min/max.* bounds (consumer-protocol groups only).
 
     Examples:
       slog config alter --broker-default --set log.retention.ms=86400000
       slog config alter --broker 2 --set max.connections=500 --delete log.segment.bytes
       slog config alter --topic orders --set cleanup.policy=compact
+      slog config alter --group billing --set consumer.session.timeout.ms=50000
     """
     from slog.core.config import (
         ConfigError,
@@ -194,8 +209,9 @@ def alter(
         validate_dynamic_broker_config,
         validate_topic_configs,
     )
+    from slog.core.group_config import GROUP_CONFIGS
 
-    kind, name = _target(broker, broker_default, topic)
+    kind, name = _target(broker, broker_default, topic, group)
     deletes = list(dict.fromkeys(delete or []))
     try:
         changes = parse_key_values(set_ or [])
@@ -203,6 +219,11 @@ def alter(
         # nothing is sent.
         if kind == "topic":
             validate_topic_configs({**changes, **dict.fromkeys(deletes)})
+        elif kind == "group":
+            unknown = sorted((set(changes) | set(deletes)) - GROUP_CONFIGS.keys())
+            if unknown:  # the bounds are the brokers' to check
+                raise ConfigError(f"unknown group config {unknown[0]!r}: a group takes "
+                                  + ", ".join(sorted(GROUP_CONFIGS)))
         else:
             for key, value in changes.items():
                 validate_dynamic_broker_config(key, value, per_broker=name is not None)
@@ -217,6 +238,9 @@ def alter(
         if kind == "topic":
             admin.alter_configs(str(name), set=changes, delete=deletes,
                                 validate_only=validate_only)
+        elif kind == "group":
+            admin.alter_group_configs(str(name), set=changes, delete=deletes,
+                                      validate_only=validate_only)
         else:
             if name is not None:
                 _check_broker_known(admin, int(name))

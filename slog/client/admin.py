@@ -50,6 +50,7 @@ __all__ = ["Admin", "ElectionResult", "PartitionReassignment", "ReplicaLogDir"]
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 OP_SET, OP_DELETE = 0, 1
 CONFIG_SOURCES = {
     0: "UNKNOWN",
@@ -278,14 +279,23 @@ class Admin:
     def describe_broker_configs(self, broker_id: int | None = None) -> dict[str, ConfigEntry]:
         """Every setting of broker ``broker_id`` with its source, asked of that broker (only
         it knows its static settings); with None, the cluster-wide dynamic defaults."""
-        body = {"resources": [{"resource_type": RESOURCE_BROKER,
-                               "resource_name": _broker_resource(broker_id),
+        if broker_id is not None:
+            self._cluster.refresh_metadata([])
+        return self._describe_one(RESOURCE_BROKER, _broker_resource(broker_id), broker_id)
+
+    def describe_group_configs(self, group: str) -> dict[str, ConfigEntry]:
+        """A group's configs (Kafka 4's GROUP resource): its own overrides and, for the
+        rest, what the broker gives every group. A group need not exist to have them."""
+        return self._describe_one(RESOURCE_GROUP, group)
+
+    def _describe_one(self, resource_type: int, name: str, broker_id: int | None = None
+                      ) -> dict[str, ConfigEntry]:
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name,
                                "configuration_keys": None}],
                 "include_synonyms": False, "include_documentation": False}
         if broker_id is None:
             response = self._cluster.request_any(ApiKey.DESCRIBE_CONFIGS, body)
         else:
-            self._cluster.refresh_metadata([])
             response = self._cluster.connection(broker_id).request(ApiKey.DESCRIBE_CONFIGS, body)
         [result] = response.results
         if result.error_code:
@@ -304,6 +314,11 @@ class Admin:
         cluster-wide default; they take effect without a restart."""
         self._alter_incrementally(RESOURCE_BROKER, _broker_resource(broker_id), set, delete,
                                   validate_only)
+
+    def alter_group_configs(self, group: str, set: Mapping[str, str] | None = None,
+                            delete: Iterable[str] = (), validate_only: bool = False) -> None:
+        """Set and/or delete (back to the broker's value) a group's config overrides."""
+        self._alter_incrementally(RESOURCE_GROUP, group, set, delete, validate_only)
 
     def _alter_incrementally(self, resource_type: int, name: str,
                              set: Mapping[str, str] | None, delete: Iterable[str],

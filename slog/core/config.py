@@ -35,6 +35,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8  # a group's own override (Kafka 4's GROUP resource)
 
 
 _INT32_MAX = 2**31 - 1
@@ -234,6 +235,11 @@ BROKER_SETTINGS: dict[str, tuple[str, Callable[[str], str]]] = {
     # KIP-848 consumer-protocol groups (slog/groups/consumer_coordinator.py).
     "group.consumer.session.timeout.ms": ("45000", _int(1, _INT32_MAX)),
     "group.consumer.heartbeat.interval.ms": ("5000", _int(1, _INT32_MAX)),
+    # Bounds of the per-group overrides (slog/core/group_config.py), Kafka's defaults.
+    "group.consumer.min.session.timeout.ms": ("45000", _int(1, _INT32_MAX)),
+    "group.consumer.max.session.timeout.ms": ("60000", _int(1, _INT32_MAX)),
+    "group.consumer.min.heartbeat.interval.ms": ("5000", _int(1, _INT32_MAX)),
+    "group.consumer.max.heartbeat.interval.ms": ("15000", _int(1, _INT32_MAX)),
     "group.consumer.assignors": ("uniform,range", _choice("uniform", "range", many=True)),
     "group.consumer.max.size": ("2147483647", _int(1, _INT32_MAX)),
     "group.consumer.migration.policy": (

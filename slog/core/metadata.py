@@ -74,6 +74,8 @@ class MetadataImage:
     acls: set[AclBinding] = field(default_factory=set)
     # Dynamic broker configs: broker id -> {key: value}; None is the cluster default.
     broker_configs: dict[int | None, dict[str, str]] = field(default_factory=dict)
+    # Per-group config overrides (Kafka 4's GROUP resource): group id -> {key: value}.
+    group_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     # Client quotas (KIP-546): entity -> {quota key: value}; entities without values go.
     client_quotas: dict[QuotaEntity, dict[str, float]] = field(default_factory=dict)
     # Bumped by every quota record: brokers cache what each client resolves to until then.
@@ -223,6 +225,13 @@ def _apply_broker_config(image: MetadataImage, record: records.BrokerConfigRecor
     image.delta.broker_configs = True
 
 
+def _apply_group_config(image: MetadataImage, record: records.GroupConfigRecord) -> None:
+    configs = image.group_configs.setdefault(record.group, {})
+    _overlay(configs, record.configs)
+    if not configs:
+        del image.group_configs[record.group]
+
+
 def _apply_remove_topic(image: MetadataImage, record: records.RemoveTopicRecord) -> None:
     name = record.name
     if name in image.topics:
@@ -268,6 +277,7 @@ _APPLIERS: dict[type[MetadataRecord], Callable[[MetadataImage, Any], None]] = {
     records.PartitionRecord: _apply_partition,
     records.TopicConfigRecord: _apply_topic_config,
     records.BrokerConfigRecord: _apply_broker_config,
+    records.GroupConfigRecord: _apply_group_config,
     records.RemoveTopicRecord: _apply_remove_topic,
     records.ProducerIdsRecord: _apply_producer_ids,
     records.ClientQuotaRecord: _apply_client_quota,

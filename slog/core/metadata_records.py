@@ -15,6 +15,8 @@ TopicConfigRecord                   topic_config      topic configs changed (Non
 BrokerConfigRecord                  broker_config     dynamic broker configs changed (KRaft's
                                                       ConfigRecord for BROKER; broker None: the
                                                       cluster-wide default)
+GroupConfigRecord                   group_config      a group's config overrides changed (KRaft's
+                                                      ConfigRecord for GROUP; None deletes)
 RemoveTopicRecord                   remove_topic      a topic was deleted
 ProducerIdsRecord                   producer_ids      the next unallocated producer id block
 AccessControlEntryRecord            acl               an ACL binding was created
@@ -171,6 +173,13 @@ class BrokerConfigRecord(MetadataRecord):
 
 
 @dataclass(frozen=True)
+class GroupConfigRecord(MetadataRecord):
+    TYPE = "group_config"
+    group: str
+    configs: dict[str, str | None]  # None deletes
+
+
+@dataclass(frozen=True)
 class RemoveTopicRecord(MetadataRecord):
     TYPE = "remove_topic"
     name: str  # slog's topics are removed by name (KRaft's by topic id)
@@ -204,8 +213,9 @@ class ClientQuotaRecord(MetadataRecord):
 
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {cls.TYPE: cls for cls in (
     ControllerRecord, RegisterBrokerRecord, FenceBrokerRecord, TopicRecord, PartitionRecord,
-    TopicConfigRecord, BrokerConfigRecord, RemoveTopicRecord, ProducerIdsRecord,
-    AccessControlEntryRecord, RemoveAccessControlEntryRecord, ClientQuotaRecord)}
+    TopicConfigRecord, BrokerConfigRecord, GroupConfigRecord, RemoveTopicRecord,
+    ProducerIdsRecord, AccessControlEntryRecord, RemoveAccessControlEntryRecord,
+    ClientQuotaRecord)}
 
 
 # -- the codec -----------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slog.core.due import WakingDueSchedule
+from slog.core.group_config import GroupSettings
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.groups.consumer_group import (
     JOIN_EPOCH,
@@ -96,10 +97,12 @@ class ConsumerGroupCoordinator:
     def __init__(self, config: ConsumerGroupConfig, manager: GroupMetadataManager,
                  topics: Callable[[], tuple[TopicsView, int]], *,
                  clock: Callable[[], float] = _monotonic_ms,
-                 wall: Callable[[], int] = _wall_ms):
+                 wall: Callable[[], int] = _wall_ms,
+                 overrides: Callable[[str], GroupSettings | None] = lambda group_id: None):
         self.config = config
         self.manager = manager
         self._topics = topics
+        self._overrides = overrides  # a group's own settings (GROUP configs), if any
         self._clock = clock
         self._wall = wall
         self._next_retention_check = clock() + config.offsets_retention_check_ms
@@ -113,8 +116,14 @@ class ConsumerGroupCoordinator:
     def _new_group(self, group_id: str) -> ConsumerGroup:
         return ConsumerGroup(group_id, self._assignors, max_size=self.config.max_size)
 
+    def settings(self, group_id: str) -> GroupSettings:
+        """The session timeout and heartbeat interval ``group_id`` runs with: its GROUP
+        config overrides, else the broker's."""
+        return self._overrides(group_id) or GroupSettings(self.config.session_timeout_ms,
+                                                          self.config.heartbeat_interval_ms)
+
     def _on_loaded(self, group: ConsumerGroup) -> None:
-        deadline = self._clock() + self.config.session_timeout_ms
+        deadline = self._clock() + self.settings(group.group_id).session_timeout_ms
         for member in group.members.values():
             member.session_deadline_ms = deadline  # a new coordinator gives a full session
         self._schedule(group)
@@ -192,7 +201,8 @@ class ConsumerGroupCoordinator:
                                                request.instance_id)))
             view, version = self._topics()
             outcome: HeartbeatOutcome | KafkaApiError = group.heartbeat(
-                request, view, version, self._clock(), self.config.session_timeout_ms)
+                request, view, version, self._clock(),
+                self.settings(group_id).session_timeout_ms)
         except KafkaApiError as exc:
             outcome = exc
             group = self.group(group_id)

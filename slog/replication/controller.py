@@ -25,6 +25,7 @@ from slog.core.config import (
 )
 from slog.core.controller_lease import LeaseBusyError, NotControllerError
 from slog.core.errors import InvalidTopicError
+from slog.core.group_config import validate_group_configs
 from slog.core.kafka_errors import ErrorCode, KafkaApiError
 from slog.core.listeners import Endpoint
 from slog.core.metadata import NO_LEADER, MetadataImage, PartitionState
@@ -36,6 +37,7 @@ from slog.core.metadata_records import (
     ClientQuotaRecord,
     ControllerRecord,
     FenceBrokerRecord,
+    GroupConfigRecord,
     MetadataRecord,
     RegisterBrokerRecord,
     RemoveAccessControlEntryRecord,
@@ -662,6 +664,20 @@ class Controller:
         clean = {k: v for k, v in clean.items() if current.get(k) != v}
         if clean and not validate_only:
             self._write([BrokerConfigRecord(broker_id, clean)])
+
+
+    def alter_group_configs(self, group: str, changes: Mapping[str, str | None],
+                            broker: Mapping[str, str], *, validate_only: bool = False) -> None:
+        """Set (or, with None, delete) one group's config overrides, within the bounds of
+        the broker settings ``broker``. A group that does not exist yet may have them."""
+        current = self.image.group_configs.get(group, {})
+        try:
+            clean = validate_group_configs(changes, current, broker)
+        except ConfigError as exc:
+            raise ControllerError(ErrorCode.invalid_config, str(exc)) from exc
+        clean = {k: v for k, v in clean.items() if current.get(k) != v}
+        if clean and not validate_only:
+            self._write([GroupConfigRecord(group, clean)])
 
 
 def _too_many_partitions() -> ControllerError:

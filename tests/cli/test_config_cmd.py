@@ -83,6 +83,24 @@ def test_topic_target_and_validate_only(broker: BrokerProcess) -> None:
         ("1000", "DYNAMIC_TOPIC_CONFIG")
 
 
+def test_group_target(broker: BrokerProcess) -> None:
+    """Kafka 4's GROUP resource: a group's overrides over the brokers' values."""
+    before = by_name(as_json(broker, "config", "describe", "--group", "cfg-g"))
+    assert before["consumer.session.timeout.ms"] == {
+        "name": "consumer.session.timeout.ms", "value": "45000", "source": "DEFAULT_CONFIG",
+        "read_only": False}
+    changed = as_json(broker, "config", "alter", "--group", "cfg-g",
+                      "--set", "consumer.session.timeout.ms=50000")
+    assert changed == [{"name": "consumer.session.timeout.ms", "value": "50000",
+                        "action": "set"}]
+    after = by_name(as_json(broker, "config", "describe", "--group", "cfg-g"))
+    assert (after["consumer.session.timeout.ms"]["value"],
+            after["consumer.session.timeout.ms"]["source"]) == ("50000", "GROUP_CONFIG")
+    as_json(broker, "config", "alter", "--group", "cfg-g",
+            "--delete", "consumer.session.timeout.ms")
+    assert by_name(as_json(broker, "config", "describe", "--group", "cfg-g")) == before
+
+
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["describe"], 2, "name one target"),
     (["describe", "--broker", "1", "--topic", "x"], 2, "name one target"),
@@ -97,6 +115,11 @@ def test_topic_target_and_validate_only(broker: BrokerProcess) -> None:
     (["describe", "--broker", "9"], 4, "broker 9 is not in the cluster"),
     (["alter", "--broker", "9", "--set", "max.connections=9"], 4, "not in the cluster"),
     (["describe", "--topic", "no-such-topic"], 4, "UNKNOWN_TOPIC_OR_PARTITION"),
+    (["describe", "--group", "g", "--topic", "x"], 2, "name one target"),
+    (["alter", "--group", "g", "--set", "share.session.timeout.ms=1"], 2,
+     "unknown group config"),
+    (["alter", "--group", "g", "--set", "consumer.session.timeout.ms=99999"], 1,
+     "must be between 45000 (group.consumer.min.session.timeout.ms) and 60000"),
 ])
 def test_bad_input_exit_codes(broker: BrokerProcess, args: list[str], code: int,
                               message: str) -> None:

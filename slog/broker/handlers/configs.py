@@ -24,6 +24,7 @@ from slog.core.config import (
     topic_config_supplied_by,
 )
 from slog.core.errors import InvalidTopicError
+from slog.core.group_config import effective_group_configs
 from slog.core.names import validate_topic_name
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
@@ -31,8 +32,9 @@ from slog.replication.controller import ControllerError
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 # Kafka's other config resources; slog has none of them to list.
-RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP = 8, 16, 32
+RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS = 8, 16
 OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 # DescribeConfigs v3+ config types.
 TYPE_BOOLEAN, TYPE_STRING, TYPE_LONG, TYPE_LIST = 1, 2, 5, 7
@@ -184,6 +186,26 @@ def _start_up_settings(ctx: RequestContext) -> dict[str, str]:
     return settings
 
 
+def _describe_group(ctx: RequestContext, resource: Any, synonyms: bool) -> dict[str, Any]:
+    """A group's configs, whether or not the group exists (as Kafka): its overrides, and
+    the broker's values for the rest."""
+    name = resource.resource_name
+    entry: dict[str, Any] = {"resource_type": RESOURCE_GROUP, "resource_name": name,
+                             "error_code": 0, "error_message": None, "configs": []}
+    if not name:
+        return {**entry, **_failure(ErrorCode.invalid_request, "empty group name")}
+    wanted = set(resource.configuration_keys) if resource.configuration_keys else None
+    overrides = ctx.broker.image.group_configs.get(name, {})
+    for key, (value, overridden) in effective_group_configs(
+            overrides, ctx.broker.config.values).items():
+        if wanted is not None and key not in wanted:
+            continue
+        source = ConfigSource.GROUP_CONFIG if overridden else ConfigSource.DEFAULT_CONFIG
+        chain = [(key, value, source)] if synonyms else []
+        entry["configs"].append(_entry(key, value, source, False, chain))
+    return entry
+
+
 async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
     synonyms = getattr(request, "include_synonyms", False)
     results = []
@@ -192,11 +214,13 @@ async def describe_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
             results.append(_describe_topic(ctx, resource, synonyms))
         elif resource.resource_type == RESOURCE_BROKER:
             results.append(_describe_broker(ctx, resource, synonyms))
+        elif resource.resource_type == RESOURCE_GROUP:
+            results.append(_describe_group(ctx, resource, synonyms))
         else:
             results.append({"resource_type": resource.resource_type,
                             "resource_name": resource.resource_name, "configs": [],
                             **_failure(ErrorCode.invalid_request,
-                                       "only topic and broker configs exist")})
+                                       "only topic, broker and group configs exist")})
     return {"throttle_time": 0, "results": results}
 
 
@@ -269,9 +293,22 @@ def _alter(ctx: RequestContext, resource: Any, validate_only: bool, incremental:
             else:
                 changes = _replace_all(dynamic, resource.configs)
             controller.alter_broker_configs(broker_id, changes, validate_only=validate_only)
+        elif resource.resource_type == RESOURCE_GROUP:
+            if not incremental:  # as Kafka: group configs only through the incremental API
+                return {**entry, **_failure(
+                    ErrorCode.invalid_request,
+                    "group configs are altered with IncrementalAlterConfigs")}
+            if not resource.resource_name:
+                return {**entry, **_failure(ErrorCode.invalid_request, "empty group name")}
+            if controller is None:
+                return {**entry, **_NOT_CONTROLLER}
+            current = image.group_configs.get(resource.resource_name, {})
+            controller.alter_group_configs(resource.resource_name,
+                                           _apply_ops(current, resource.configs),
+                                           ctx.broker.config.values, validate_only=validate_only)
         else:
             return {**entry, **_failure(ErrorCode.invalid_request,
-                                        "only topic and broker configs exist")}
+                                        "only topic, broker and group configs exist")}
     except ControllerError as exc:
         return {**entry, **_controller_failure(exc)}
     return entry
@@ -290,12 +327,15 @@ async def alter_configs(ctx: RequestContext, request: Any) -> dict[str, Any]:
 # -- ListConfigResources ----------------------------------------------------------------
 def _config_resources(ctx: RequestContext, resource_type: int) -> list[tuple[str, int]]:
     """(name, type) of every resource of ``resource_type`` with configs to describe: every
-    topic and every broker. v0 (ListClientMetricsResources) asks for client metrics only."""
+    topic and broker, and the groups with overrides. v0 (ListClientMetricsResources) asks
+    for client metrics only."""
     image = ctx.broker.image
     if resource_type == RESOURCE_TOPIC:
         return [(name, RESOURCE_TOPIC) for name in sorted(image.topics)]
     if resource_type == RESOURCE_BROKER:
         return [(str(b), RESOURCE_BROKER) for b in sorted(image.brokers)]
+    if resource_type == RESOURCE_GROUP:
+        return [(group, RESOURCE_GROUP) for group in sorted(image.group_configs)]
     return []
 
 

@@ -93,7 +93,7 @@ async def consumer_group_heartbeat(ctx: RequestContext, request: Any) -> dict[st
         {"topic_partitions": _by_topic(result.assignment)}
     return {"throttle_time": 0, "error_code": NONE, "error_message": None,
             "member_id": result.member_id, "member_epoch": result.member_epoch,
-            "heartbeat_interval": coordinator.config.heartbeat_interval_ms,
+            "heartbeat_interval": coordinator.settings(request.group_id).heartbeat_interval_ms,
             "assignment": assignment}
 
 
