@@ -741,6 +741,10 @@ class GroupCoordinator:
         for group_id in group_ids:
             error = self._validate_group_status(group_id, allow_empty=True)
             group = self.manager.get(group_id) if error is None else None
+            if group is not None:
+                # A session that ran out since the timer last looked (it wakes within
+                # TICK_S) has ended: a client that waited it out may delete the group.
+                self._expire_group(group, self._clock())
             if error is not None:
                 errors[group_id] = error
             elif group is None or group.is_(GroupState.DEAD):

@@ -242,6 +242,17 @@ def test_static_member_gone_for_longer_than_its_session_is_removed(h: Harness) -
     assert h.state() is GroupState.EMPTY
 
 
+def test_a_session_that_ran_out_counts_before_the_timer_looks(h: Harness) -> None:
+    """librdkafka's admin test waits a static member's session out, then deletes its group
+    at once: the deletion must not depend on the expiry timer having woken already."""
+    joined = h.join(instance="host-1").value
+    h.sync(joined, assignments={}, instance="host-1")
+    h.now += 1000  # exactly the session: no expire() has run
+    assert h.state() is GroupState.STABLE
+    assert h.coordinator.handle_delete_groups(["g"]) == {"g": ErrorCode.none}
+    assert h.state() is GroupState.DEAD
+
+
 def test_group_max_size(tmp_path: Path) -> None:
     h = Harness(tmp_path, max_size=2)
     stable_pair(h)
