@@ -56,6 +56,7 @@ from slog.core.producer_snapshot import (
     parse_snapshot_offset,
     snapshot_path,
 )
+from slog.core.records import decode_records
 from slog.core.segment import (
     INDEX_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -780,7 +781,12 @@ class PartitionLog:
             return None
 
     def max_timestamp_and_offset(self) -> TimestampAndOffset:
-        """Largest batch timestamp and its batch's last offset; (-1, -1) if none."""
+        """The largest record timestamp and the offset of the first record that has it,
+        as Kafka answers since 3.8 (KAFKA-16310); (-1, -1) if none.
+
+        The segments keep, as the time index does, the last offset of the batch with
+        the largest timestamp, so that batch is read and its records looked at (in a
+        LOG_APPEND_TIME batch every record has the batch's time: its base offset)."""
         with self._lock:
             best = TimestampAndOffset(-1, -1)
             for segment in self._segments:
@@ -788,7 +794,18 @@ class PartitionLog:
                     best = TimestampAndOffset(
                         segment.max_timestamp, segment.offset_of_max_timestamp
                     )
-            return best
+            if best.offset < 0:
+                return best
+            try:
+                batch = self.read(best.offset, 1).tobytes()
+                header, records = decode_records(batch)
+            except (SlogError, ValueError):  # gone to retention meanwhile, or unreadable
+                return best
+            if header.is_log_append_time:
+                return TimestampAndOffset(best.timestamp, header.base_offset)
+            first = next((r.offset for r in records if r.timestamp == best.timestamp),
+                         best.offset)
+            return TimestampAndOffset(best.timestamp, first)
 
     # ================================================================= truncation
 

@@ -522,6 +522,16 @@ def test_offset_for_timestamp_within_batch(log: PartitionLog) -> None:
     assert log.offset_for_timestamp(350) == (3, 400)
 
 
+def test_max_timestamp_is_the_record_that_has_it_not_its_batch_end(log: PartitionLog) -> None:
+    """As Kafka since 3.8 (KAFKA-16310), which librdkafka's admin test checks: the
+    offset of the first record with the largest timestamp, inside its batch."""
+    log.append(make_batch(0, [b"a", b"b", b"c"], timestamps=[100, 400, 250]))
+    log.append(make_batch(0, [b"d", b"e"], timestamps=[300, 350]))
+    assert log.max_timestamp_and_offset() == (400, 1)
+    log.append(make_batch(0, [b"f", b"g", b"h"], timestamps=[500, 700, 700]))
+    assert log.max_timestamp_and_offset() == (700, 6)
+
+
 def test_max_timestamp_of_empty_log(log: PartitionLog) -> None:
     assert log.max_timestamp_and_offset() == (-1, -1)
     assert log.offset_for_timestamp(0) is None
