@@ -30,7 +30,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
@@ -39,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from suite_support import report, suite_environment, summarize
+from suite_support import report, suite_arguments, suite_environment, summarize
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -64,14 +63,7 @@ def prepare(source: Path, work: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--source", type=Path, required=True, help="an aiokafka checkout")
-    parser.add_argument("--kafka-version", default="4.1.0",
-                        help="the Kafka version the suite gates its tests on")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="where the copy and the venv go (kept; default a temp dir)")
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
-    args = parser.parse_args(argv)
+    args = suite_arguments(__doc__, "aiokafka", "4.1.0").parse_args(argv)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="slog-aiokafka-suite-"))
     work.mkdir(parents=True, exist_ok=True)
     suite = prepare(args.source.resolve(), work)

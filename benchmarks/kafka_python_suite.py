@@ -30,7 +30,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import socket
@@ -40,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from suite_support import report, suite_environment, summarize
+from suite_support import report, suite_arguments, suite_environment, summarize
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -89,15 +88,7 @@ def free_port() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--source", type=Path, required=True, help="a kafka-python checkout")
-    parser.add_argument("--kafka-version", default="4.1",
-                        help="the Kafka version the suite gates its tests on")
-    parser.add_argument("--work-dir", type=Path, default=None,
-                        help="where the copy, the venv and the data dir go (kept; default a "
-                             "temp dir)")
-    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
-    args = parser.parse_args(argv)
+    args = suite_arguments(__doc__, "kafka-python", "4.1").parse_args(argv)
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="slog-kafka-python-suite-"))
     work.mkdir(parents=True, exist_ok=True)
     suite = prepare(args.source.resolve(), work, args.kafka_version)

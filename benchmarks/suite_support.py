@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+
+def suite_arguments(doc: str, client: str, kafka_version: str) -> argparse.ArgumentParser:
+    """The options every suite runner takes: the client's checkout, the Kafka version the
+    suite gates its tests on, where to work, and pytest's own arguments after --."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--source", type=Path, required=True,
+                        help=f"{client}'s source (a git checkout)")
+    parser.add_argument("--kafka-version", default=kafka_version,
+                        help="the Kafka version the suite gates its tests on")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="where the copy, the venv and any data dir go (kept; default a "
+                             "temp dir)")
+    parser.add_argument("pytest_args", nargs="*", help="more pytest arguments, after --")
+    return parser
 
 
 def suite_environment(work: Path, needs: list[str]) -> Path:

@@ -7,7 +7,6 @@ then runs with its overrides, which live in the metadata log.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +27,7 @@ from slog.core.config import ConfigSource
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess, running_broker
-from tests.groups.helpers import unique
+from tests.groups.helpers import heartbeat_when_ready, unique
 
 TIMEOUT_S = 20
 SETTINGS = {
@@ -105,15 +104,7 @@ def join(conn: BrokerConnection, group: str, topic: str, member: str = "m1") -> 
             "topic_partitions": []}
     # As a client does first: this creates __consumer_offsets on a fresh broker.
     conn.request(ApiKey.FIND_COORDINATOR, {"key": group, "key_type": 0}, version=3)
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=1)
-        if answer.error_code not in (ErrorCode.coordinator_load_in_progress,
-                                     ErrorCode.not_coordinator,
-                                     ErrorCode.coordinator_not_available):
-            return answer
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    return heartbeat_when_ready(conn, body, TIMEOUT_S)
 
 
 def test_a_consumer_group_runs_with_its_overrides_across_a_restart(

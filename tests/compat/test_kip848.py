@@ -19,7 +19,7 @@ from slog.client.connection import BrokerConnection
 from slog.protocol.apis import ApiKey
 from slog.protocol.errors import ErrorCode
 from tests.brokers import BrokerProcess, running_broker
-from tests.groups.helpers import unique
+from tests.groups.helpers import heartbeat_when_ready, unique
 
 SESSION_MS = 6000
 BROKER = {"group.consumer.session.timeout.ms": str(SESSION_MS),
@@ -266,19 +266,6 @@ def test_regex_subscription_follows_new_topics(broker: BrokerProcess) -> None:
     drain(c, 3, seen)
     assert sorted(seen) == [b"a1", b"a2", b"b1"]
     c.close()
-
-
-def heartbeat_when_ready(conn: BrokerConnection, body: dict[str, Any]) -> Any:
-    """A heartbeat, sent again while the coordinator loads (after a restart)."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=1)
-        if answer.error_code not in (ErrorCode.coordinator_load_in_progress,
-                                     ErrorCode.not_coordinator,
-                                     ErrorCode.coordinator_not_available):
-            return answer
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
 
 
 def test_group_state_survives_a_restart(broker: BrokerProcess, conn: BrokerConnection

@@ -8,6 +8,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from slog.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from slog.client.connection import BrokerConnection
+from slog.protocol.apis import ApiKey
+from slog.protocol.errors import ErrorCode
 
 # Short timeouts so failures and rebalances happen in test time.
 GROUP_BROKER = {"group.min.session.timeout.ms": "100", "group.max.size": "4"}
@@ -68,3 +71,20 @@ def assignments(consumers: Iterable[Consumer]) -> list[list[int]]:
 
 def tps(topic: str, partitions: Iterable[int]) -> list[TopicPartition]:
     return [TopicPartition(topic, p) for p in partitions]
+
+
+_COORDINATOR_NOT_READY = (ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator,
+                          ErrorCode.coordinator_not_available)
+
+
+def heartbeat_when_ready(conn: BrokerConnection, body: dict[str, Any],
+                         timeout_s: float = 20.0) -> Any:
+    """A ConsumerGroupHeartbeat, sent again while the coordinator is not ready (it loads
+    after a restart; on a fresh broker __consumer_offsets is still being created)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        answer = conn.request(ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=1)
+        if answer.error_code not in _COORDINATOR_NOT_READY:
+            return answer
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
