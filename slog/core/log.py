@@ -786,7 +786,7 @@ class PartitionLog:
 
         The segments keep, as the time index does, the last offset of the batch with
         the largest timestamp, so that batch is read and its records looked at (in a
-        LOG_APPEND_TIME batch every record has the batch's time: its base offset)."""
+        LOG_APPEND_TIME batch every record has the batch's time: its first)."""
         with self._lock:
             best = TimestampAndOffset(-1, -1)
             for segment in self._segments:
@@ -801,9 +801,10 @@ class PartitionLog:
                 header, records = decode_records(batch)
             except (SlogError, ValueError):  # gone to retention meanwhile, or unreadable
                 return best
-            if header.is_log_append_time:
-                return TimestampAndOffset(best.timestamp, header.base_offset)
-            first = next((r.offset for r in records if r.timestamp == best.timestamp),
+            # Records below the log start (DeleteRecords) are gone, though their batch
+            # remains: the first record with the timestamp at or above it.
+            first = next((r.offset for r in records if r.offset >= self._log_start_offset
+                          and (header.is_log_append_time or r.timestamp == best.timestamp)),
                          best.offset)
             return TimestampAndOffset(best.timestamp, first)
 

@@ -262,7 +262,7 @@ def test_api_versions_unknown_version_gets_kip511_fallback(shared_broker: Broker
 @pytest.mark.parametrize(("api_key", "version", "flexible"), [
     (999, 0, False),  # no such API
     (-1, 0, False),
-    (34, 1, False),  # AlterReplicaLogDirs: a Kafka API slog does not implement
+    (38, 1, False),  # CreateDelegationToken: a Kafka API slog does not implement
     (ApiKey.METADATA, 99, True),  # versions beyond the advertised range
     (ApiKey.PRODUCE, 2, False),  # below the minimum (Kafka 4 removed v0-2)
     (ApiKey.FETCH, 18, True),
