@@ -52,7 +52,6 @@ class _Policy:
         self._started = 0.0
         self._thawed = False  # refreeze after the next full collection
         self._built = 0
-        self.longest_pause_s = 0.0
 
     def install(self) -> None:
         with self._lock:
@@ -86,7 +85,6 @@ class _Policy:
             self._started = time.perf_counter()
             return
         took = time.perf_counter() - self._started
-        self.longest_pause_s = max(self.longest_pause_s, took)
         if took > SLOW_PAUSE_S:
             log.warning("garbage collection of generation %d paused the process %.2f s "
                         "(%d objects frozen, not scanned)",
@@ -118,7 +116,3 @@ def built(count: int = 1) -> None:
 def discard() -> None:
     """Long-lived state was just dropped: let the next full collection see it all."""
     _POLICY.discard()
-
-
-def longest_pause_s() -> float:
-    return _POLICY.longest_pause_s
