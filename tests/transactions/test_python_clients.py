@@ -11,6 +11,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from kafka import KafkaConsumer, KafkaProducer
 
 from tests.brokers import BrokerProcess
+from tests.groups.helpers import wait_for
 from tests.transactions.test_clients import TIMEOUT_S, _create, _read
 
 COMMITTED = [f"c{i}" for i in range(4)]
@@ -167,8 +168,17 @@ def test_offsets_into_a_transaction_before_any_group_exists(tmp_path) -> None:
         producer.close(timeout=1)
         assert outcome == ["committed"], outcome or "the transaction hung"
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        tp = TopicPartition("tx-first", 0)
+
+        def committed() -> int | None:
+            offsets = admin.list_group_offsets("never-joined")["never-joined"]
+            return offsets[tp].offset if tp in offsets else None
+
         try:
-            committed = admin.list_group_offsets("never-joined")["never-joined"]
+            # The commit marker reaches __consumer_offsets after EndTxn is answered (as on
+            # Kafka): the offset shows once it has, and must then be the one sent.
+            wait_for(lambda: committed() is not None, TIMEOUT_S,
+                     what="the group's offset after the commit marker")
+            assert committed() == 1
         finally:
             admin.close()
-        assert committed[TopicPartition("tx-first", 0)].offset == 1
