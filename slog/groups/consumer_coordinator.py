@@ -103,6 +103,7 @@ class ConsumerGroupCoordinator:
         self.manager = manager
         self._topics = topics
         self._overrides = overrides  # a group's own settings (GROUP configs), if any
+        self._defaults = GroupSettings(config.session_timeout_ms, config.heartbeat_interval_ms)
         self._clock = clock
         self._wall = wall
         self._next_retention_check = clock() + config.offsets_retention_check_ms
@@ -119,8 +120,7 @@ class ConsumerGroupCoordinator:
     def settings(self, group_id: str) -> GroupSettings:
         """The session timeout and heartbeat interval ``group_id`` runs with: its GROUP
         config overrides, else the broker's."""
-        return self._overrides(group_id) or GroupSettings(self.config.session_timeout_ms,
-                                                          self.config.heartbeat_interval_ms)
+        return self._overrides(group_id) or self._defaults
 
     def _on_loaded(self, group: ConsumerGroup) -> None:
         deadline = self._clock() + self.settings(group.group_id).session_timeout_ms
