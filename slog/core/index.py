@@ -16,12 +16,21 @@ scanning the batch headers.
 The file grows in steps with ``posix_fallocate`` instead of being one sparse
 preallocated file, so a full disk shows up as a StorageError when allocating,
 never as SIGBUS on an mmap write, and idle partitions cost no disk.
+
+An active segment's first page of entries is kept in memory, and the file is
+written when the segment is sealed or closed, or when the entries outgrow the
+page. A producer writing to a thousand new partitions made two index files
+each grow, map and dirty a page (and every later group-commit ``syncfs`` write
+them back) for a few entries apiece. Nothing is lost by it: after a crash the
+active segment is always rescanned and its indexes rebuilt, and a roll writes
+the sealed segment's indexes before it creates the next segment.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import mmap
 import os
 import struct
@@ -30,8 +39,11 @@ from typing import ClassVar
 
 from slog.core.errors import SlogError, StorageError
 
+logger = logging.getLogger("slog.core.index")
+
 FILE_MODE = 0o600
-_INITIAL_INDEX_BYTES = 4096
+_INITIAL_INDEX_BYTES = 4096  # the first file allocation, and the most kept in memory
+_FIRST_MEMORY_BYTES = 256  # in memory, grown by doubling up to the page
 
 
 class CorruptIndexError(SlogError):
@@ -90,7 +102,9 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self._entry_size = self.ENTRY.size
-        self._map: mmap.mmap | None = None
+        # The entries: the file's map, or (``_in_memory``, the file still empty) a buffer.
+        self._map: mmap.mmap | bytearray | None = None
+        self._in_memory = False
         self._dirty = False  # written since the last msync
         fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         try:
@@ -151,16 +165,59 @@ class _Index:
     # -------------------------------------------------------------- writes
 
     def ensure_room(self, more: int) -> None:
-        """Allocate file space for ``more`` entries now, so appends cannot fail later."""
+        """Make room for ``more`` entries now, so appends cannot fail later: in memory
+        within the first page of an empty file, else allocated in the file."""
         wanted = min(self._entries + more, self.max_entries) * self._entry_size
         if wanted <= self._capacity:
+            return
+        if (self._in_memory or not self._capacity) and wanted <= _INITIAL_INDEX_BYTES:
+            self._grow_in_memory(wanted)
             return
         new_capacity = max(
             wanted,
             min(self.max_entries * self._entry_size, max(2 * self._capacity, _INITIAL_INDEX_BYTES)),
         )
         new_capacity -= new_capacity % self._entry_size
-        self._resize_file(new_capacity, grow=True)
+        if self._in_memory:
+            self._to_file(new_capacity)
+        else:
+            self._resize_file(new_capacity, grow=True)
+
+    def materialize(self) -> None:
+        """Give entries kept in memory their file space (and write them there): a roll
+        does it before anything changes, so a full disk fails the roll, not the seal."""
+        if self._in_memory:
+            self._to_file(self._capacity)
+
+    def _grow_in_memory(self, wanted: int) -> None:
+        capacity = max(wanted, min(_INITIAL_INDEX_BYTES,
+                                   max(2 * self._capacity, _FIRST_MEMORY_BYTES)))
+        capacity -= capacity % self._entry_size
+        if isinstance(self._map, bytearray):
+            self._map.extend(bytes(capacity - self._capacity))
+        else:
+            self._map = bytearray(capacity)
+        self._capacity = capacity
+        self._in_memory = True
+
+    def _to_file(self, capacity: int, *, sync: bool = False) -> None:
+        """Move the in-memory entries into the (empty) file, allocated to ``capacity``."""
+        used = self.size_in_bytes
+        mapped = None
+        if capacity:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                allocate(fd, 0, capacity, self.path)
+                mapped = map_file(fd, capacity, writable=True)
+                assert mapped is not None and self._map is not None
+                mapped[:used] = self._map[:used]
+                if sync:
+                    mapped.flush()
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+        self._map, self._capacity, self._in_memory = mapped, capacity, False
+        self._dirty = not sync and used > 0
 
     def _append(self, *values: int) -> None:
         if self._entries >= self.max_entries:
@@ -197,12 +254,22 @@ class _Index:
         rebuilt at the next start (the power-loss test saw restarts slow down with each
         loss, to past 30 s). An active segment's index grows again when it reopens.
         """
+        if self._in_memory:
+            try:
+                self._to_file(self.size_in_bytes, sync=sync)
+            except StorageError as exc:
+                # The file stays empty: a valid index without entries (lookups scan).
+                logger.warning("%s: index entries not written: %s", self.path, exc)
+                return False
+            return self._capacity > 0
         if self._capacity == self.size_in_bytes:
             return False
         self._resize_file(self.size_in_bytes, grow=False, sync=sync)
         return True
 
     def _resize_file(self, new_capacity: int, *, grow: bool, sync: bool = False) -> None:
+        old = self._map
+        assert not isinstance(old, bytearray)
         fd = os.open(self.path, os.O_RDWR)
         try:
             if grow:
@@ -212,7 +279,6 @@ class _Index:
                 os.ftruncate(fd, new_capacity)
                 if sync:
                     os.fsync(fd)
-            old = self._map
             self._map = map_file(fd, new_capacity, writable=True)
             self._capacity = new_capacity
         finally:
@@ -222,20 +288,21 @@ class _Index:
     def flush(self) -> None:
         """msync the entries written since the last flush (a flush of a map
         covers the file's pages dirtied through earlier maps too)."""
-        if self._map is not None and self._dirty:
+        if isinstance(self._map, mmap.mmap) and self._dirty:
             self._map.flush()
         self._dirty = False
 
     def close(self) -> None:
         self.trim()
         self.flush()
-        release_map(self._map)
-        self._map = None
+        self.abandon()
 
     def abandon(self) -> None:
         """Unmap without trimming or syncing: another process owns the file now."""
-        release_map(self._map)
+        if isinstance(self._map, mmap.mmap):
+            release_map(self._map)
         self._map = None
+        self._in_memory = False
 
     def delete(self) -> None:
         self.abandon()

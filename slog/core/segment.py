@@ -365,9 +365,12 @@ class LogSegment:
         return due
 
     def reserve_seal_entry(self) -> None:
-        """Room for the time-index entry :meth:`seal` adds. A roll takes it before it
-        creates the next segment, so a full disk fails that append with nothing changed."""
+        """Room for the time-index entry :meth:`seal` adds, and file space for the
+        entries kept in memory. A roll takes them before it creates the next segment,
+        so a full disk fails that append with nothing changed."""
         self.time_index.ensure_room(1)
+        self.offset_index.materialize()
+        self.time_index.materialize()
 
     def _index_batch(self, position: int, header: BatchHeader) -> None:
         if header.max_timestamp > self._max_ts:

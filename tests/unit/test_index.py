@@ -83,10 +83,50 @@ def test_offset_index_full_and_growth(tmp_path: Path) -> None:
 def test_offset_index_grows_by_allocation_not_preallocated(tmp_path: Path) -> None:
     index = offset_index(tmp_path, max_size=10 * 1024 * 1024)
     assert index.path.stat().st_size == 0  # idle partitions cost no disk
-    index.append(BASE + 1, 10)
+    for i in range(1, 513):  # a page of entries lives in memory
+        index.append(BASE + i, 10 * i)
+    assert index.path.stat().st_size == 0
+    index.append(BASE + 513, 5130)  # the page outgrown: the file gets them all
     size = index.path.stat().st_size
-    assert 8 <= size < 10 * 1024 * 1024
+    assert 513 * 8 <= size < 10 * 1024 * 1024
     assert index.path.stat().st_blocks * 512 >= size  # real blocks, not a sparse hole
+    assert index.lookup(BASE + 1) == (BASE + 1, 10)
+    assert index.lookup(BASE + 10_000) == (BASE + 513, 5130)
+    index.close()
+    assert index.path.stat().st_size == 513 * 8
+
+
+def test_entries_kept_in_memory_reach_the_file_when_closed(tmp_path: Path) -> None:
+    closed_index(tmp_path, 7)
+    assert offset_index(tmp_path).path.stat().st_size == 7 * 8
+    reopened = offset_index(tmp_path)
+    assert reopened.entries == 7
+    assert reopened.lookup(BASE + 5) == (BASE + 5, 50)
+
+
+def test_materialize_gives_entries_in_memory_their_file_space(tmp_path: Path) -> None:
+    index = time_index(tmp_path)
+    index.maybe_append(10, BASE + 1)
+    index.maybe_append(20, BASE + 2)
+    assert index.path.stat().st_size == 0
+    index.materialize()
+    stat = index.path.stat()
+    assert stat.st_size >= 2 * 12 and stat.st_blocks * 512 >= stat.st_size
+    index.maybe_append(30, BASE + 3)  # appends go on into the file
+    assert index.lookup(25) == (20, BASE + 2)
+    assert index.trim()
+    assert index.path.stat().st_size == 3 * 12
+    assert index.all_entries() == [(10, 1), (20, 2), (30, 3)]
+
+
+def test_truncating_entries_kept_in_memory(tmp_path: Path) -> None:
+    index = offset_index(tmp_path)
+    for i in range(1, 11):
+        index.append(BASE + 10 * i, 100 * i)
+    index.truncate_to(BASE + 55)
+    assert index.entries == 5 and index.lookup(BASE + 10_000) == (BASE + 50, 500)
+    index.close()
+    assert [e[0] for e in offset_index(tmp_path).all_entries()] == [10, 20, 30, 40, 50]
 
 
 def test_offset_truncate_to(tmp_path: Path) -> None:

@@ -288,19 +288,40 @@ def test_a_segment_flushed_then_closed_is_fsynced_once(tmp_path: Path,
     assert reopened.size == len(b"".join(batches))
 
 
-def test_index_room_is_taken_only_for_the_entries_an_append_adds(tmp_path: Path) -> None:
-    # A producer touching a thousand new partitions allocated two index files each,
-    # though a segment's first append adds no index entry.
+def test_index_files_are_written_only_when_a_roll_seals_the_segment(tmp_path: Path) -> None:
+    # A producer touching a thousand new partitions made two index files each grow,
+    # map and dirty a page (written back by every group commit's syncfs) for a few
+    # entries: an active segment keeps its first page of entries in memory.
     segment = LogSegment.create(tmp_path, 0, config(index_interval_bytes=300), now_ms=NOW_MS)
     append(segment, make_sized_batch(0, 1000, timestamp=NOW_MS))
     assert segment.offset_index.entries == segment.time_index.entries == 0
-    assert segment.offset_index.path.stat().st_size == 0
-    assert segment.time_index.path.stat().st_size == 0
     append(segment, make_sized_batch(1, 1000, timestamp=NOW_MS + 1))  # 1000 > 300 bytes since
     assert segment.offset_index.entries == segment.time_index.entries == 1
+    assert segment.offset_index.path.stat().st_size == 0
+    assert segment.time_index.path.stat().st_size == 0
+    assert segment.translate_offset(1) is not None  # served from memory
+    segment.reserve_seal_entry()  # what a roll does first: a full disk fails it here
     for index in (segment.offset_index, segment.time_index):
         stat = index.path.stat()
         assert stat.st_size > 0 and stat.st_blocks * 512 >= stat.st_size  # real blocks
+    segment.seal()
+    reopened = LogSegment.open(tmp_path, 0, config(index_interval_bytes=300), now_ms=NOW_MS)
+    assert reopened.load()
+    assert reopened.offset_index.all_entries() == segment.offset_index.all_entries()
+    assert reopened.time_index.all_entries() == segment.time_index.all_entries()
+
+
+def test_after_a_crash_the_active_segment_rebuilds_the_entries_kept_in_memory(
+        tmp_path: Path) -> None:
+    segment, batches = filled_segment(tmp_path)
+    entries = segment.offset_index.all_entries()
+    assert len(entries) > 10 and segment.offset_index.path.stat().st_size == 0
+    segment.abandon()  # killed: nothing written at close
+    reopened = LogSegment.open(tmp_path, 100, config(), now_ms=NOW_MS)
+    result = reopened.recover()
+    assert result.garbage_bytes == 0 and reopened.next_offset == 100 + len(batches)
+    assert reopened.offset_index.all_entries() == entries
+    assert reopened.offset_index.path.stat().st_size == len(entries) * 8
 
 
 def full_disk(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,8 +338,9 @@ def test_closing_on_a_full_disk_leaves_out_only_the_final_time_entry(
     with monkeypatch.context() as patch:
         full_disk(patch)
         segment.close()  # the time index has no room for its final entry, and gets none
-    assert segment.time_index.entries == 0
+    assert segment.time_index.path.stat().st_size == 0
     reopened = LogSegment.open(tmp_path, 0, config(), now_ms=NOW_MS)
+    assert reopened.time_index.entries == 0
     assert reopened.load()  # the indexes are still right without it
     assert reopened.max_timestamp == NOW_MS + 7
     assert reopened.next_offset == 1
