@@ -52,6 +52,7 @@ import os
 import socket
 import ssl
 import struct
+import sys
 import time
 import weakref
 from collections import deque
@@ -68,6 +69,7 @@ log = logging.getLogger("slog.broker.server")
 
 _SIZE = struct.Struct(">i")
 RECV_BUFFER = 64 * 1024  # small frames are parsed out of this; larger ones get their own
+LARGE_FRAME = 16 * 1024  # from this size a frame gets a buffer of its own (reused)
 MAX_SPARE_BUFFER = 2 * 1024 * 1024  # a connection keeps its last large frame buffers up to this
 SPARE_BYTES = 10 * 1024 * 1024  # ...and up to this many bytes of them
 SPARE_BUFFERS = 96  # ...at most this many (as many frames as can be queued or in flight)
@@ -237,7 +239,11 @@ class _Connection:
         self._end = 0
         self._big: memoryview | None = None  # a frame too large for _buf, being filled
         self._big_got = 0
-        self._spares: list[mmap.mmap] = []  # the last large frames' buffers
+        # The last large frames' buffers by size (a power of two), oldest first; the
+        # sizes least recently used first.
+        self._spares: dict[int, deque[mmap.mmap]] = {}
+        self._spare_bytes = 0
+        self._spare_count = 0
         self._frames: deque[object] = deque()  # frames, then _EOF or a ProtocolError
         self._queued_bytes = 0
         self._reading = True
@@ -600,11 +606,17 @@ class _Connection:
                 return
             have = end - start - 4
             if have >= size:
-                self._queue(bytes(view[start + 4:start + 4 + size]))
+                if size < LARGE_FRAME:
+                    self._queue(bytes(view[start + 4:start + 4 + size]))
+                else:  # a reused buffer: no fresh heap pages to fault in for each frame
+                    big = self._frame_buffer(size)
+                    big[:] = view[start + 4:start + 4 + size]
+                    self._queue(big.toreadonly())
                 start += 4 + size
                 continue
-            if size + 4 > len(buf):
-                # Receive the rest straight into a buffer of the frame's size.
+            if size >= LARGE_FRAME or size + 4 > len(buf):
+                # Receive the rest straight into a buffer of the frame's size: one copy
+                # of what came so far, none of the rest (no move to the front of _buf).
                 big = self._frame_buffer(size)
                 big[:have] = view[start + 4:end]
                 self._big, self._big_got = big, have
@@ -628,27 +640,36 @@ class _Connection:
         answered: a producer writing to a thousand partitions sends frames of
         about 100 KB, up to 32 of them queued or in flight, and a fresh map for
         each (a syscall, then a page fault per 4 KiB) cost more than its append.
+
+        Buffers come in powers of two, so one fits the next frames of about the
+        same size. Requests are answered in order, so of the buffers of a size the
+        one handed out longest ago is the first to be free again: only it is
+        looked at.
         """
-        spares = self._spares  # most recently used first
-        for i in range(len(spares) - 1, -1, -1):  # the oldest is the likeliest free
-            spare = spares[i]
-            if len(spare) >= size and not _exported(spare):
-                if i:
-                    del spares[i]
-                    spares.insert(0, spare)
-                return memoryview(spare)[:size]
-        # Anonymous memory is only committed as bytes arrive, so a client that
-        # announces a 100 MB frame and sends two bytes costs two bytes, not 100 MB.
-        buffer = mmap.mmap(-1, size)
-        if size <= MAX_SPARE_BUFFER:
-            spares.insert(0, buffer)
-            kept = 0
-            for i, spare in enumerate(spares):
-                kept += len(spare)
-                if kept > SPARE_BYTES or i == SPARE_BUFFERS:
-                    del spares[i:]
-                    break
-        return memoryview(buffer)
+        if size > MAX_SPARE_BUFFER:
+            # Anonymous memory is only committed as bytes arrive, so a client that
+            # announces a 100 MB frame and sends two bytes costs two bytes, not 100 MB.
+            return memoryview(mmap.mmap(-1, size))
+        capacity = 1 << max(0, size - 1).bit_length()
+        spares = self._spares
+        kept = spares.pop(capacity, None) or deque()
+        spares[capacity] = kept  # the most recently used size goes last
+        if kept and _unexported(kept, 0):
+            buffer = kept.popleft()
+        else:
+            buffer = mmap.mmap(-1, capacity)
+            self._spare_bytes += capacity
+            self._spare_count += 1
+        kept.append(buffer)
+        while self._spare_bytes > SPARE_BYTES or self._spare_count > SPARE_BUFFERS:
+            # Forget the oldest of the least recently used size (still in use or not).
+            oldest_size, oldest = next(iter(spares.items()))
+            oldest.popleft()
+            self._spare_bytes -= oldest_size
+            self._spare_count -= 1
+            if not oldest:
+                del spares[oldest_size]
+        return memoryview(buffer)[:size]
 
     def _queue(self, item: object) -> None:
         self._frames.append(item)
@@ -784,14 +805,21 @@ def _is_produce(item: object) -> bool:
         and item[0] == 0 and item[1] == 0
 
 
-def _exported(buffer: mmap.mmap) -> bool:
-    """True while any memoryview of ``buffer`` is alive: CPython refuses to resize
-    an exported map, and resizing to the same size is otherwise a no-op."""
-    try:
-        buffer.resize(len(buffer))
-    except BufferError:
-        return True
-    return False
+def _references(buffers: deque[mmap.mmap], i: int) -> int:
+    return sys.getrefcount(buffers[i])
+
+
+def _unexported(buffers: deque[mmap.mmap], i: int) -> bool:
+    """True unless something besides ``buffers`` refers to ``buffers[i]``, such as a
+    memoryview of it (each view's buffer holds a reference to the map it exports).
+
+    Counted against a map only a deque refers to, looked at the same way, so
+    whatever the interpreter adds to the count is in both; a probe by resizing the
+    map cost a system call per buffer looked at."""
+    return _references(buffers, i) <= _UNEXPORTED_REFERENCES
+
+
+_UNEXPORTED_REFERENCES = _references(deque([mmap.mmap(-1, 1)]), 0)
 
 
 def _sendmsg(sock: socket.socket, chunks: list[Chunk]) -> int:

@@ -14,13 +14,14 @@ import mmap
 import socket
 import struct
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
 
 from slog.broker import server as server_mod
 from slog.broker.dispatcher import CLOSE_CONNECTION
-from slog.broker.server import KafkaServer, _after, _exported
+from slog.broker.server import KafkaServer, _after, _unexported
 from slog.core.config import BrokerConfig
 
 _SIZE = struct.Struct(">i")
@@ -147,12 +148,19 @@ def test_large_frames_and_large_responses_survive_partial_io():
 
 
 def test_large_frame_buffer_is_reused_only_when_released():
-    buffer = mmap.mmap(-1, 1000)
-    assert not _exported(buffer)
-    view = memoryview(buffer)[:10].toreadonly()
-    assert _exported(buffer)
+    buffers = deque([mmap.mmap(-1, 1000), mmap.mmap(-1, 1000)])
+    assert _unexported(buffers, 0) and _unexported(buffers, 1)
+    view = memoryview(buffers[0])[:10].toreadonly()
+    part = view[2:5]
+    assert not _unexported(buffers, 0) and _unexported(buffers, 1)
     del view
-    assert not _exported(buffer) and len(buffer) == 1000
+    assert not _unexported(buffers, 0)  # a view of the view still holds the map
+    del part
+    assert _unexported(buffers, 0)
+    kept = buffers[1]  # any other reference counts too: never handed out while held
+    assert not _unexported(buffers, 1)
+    del kept
+    assert _unexported(buffers, 1)
 
 
 def test_a_kept_frame_is_not_overwritten_by_the_next():
