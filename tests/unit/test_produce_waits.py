@@ -101,3 +101,27 @@ def test_a_cancelled_request_stops_waiting(tmp_path: Path) -> None:
         _close(stalled)
 
     asyncio.run(run())
+
+
+def test_one_partition_waits_alone_with_the_same_outcomes(tmp_path: Path) -> None:
+    # One commit takes the single-future path; it must answer as the many-future one.
+    async def run() -> None:
+        synced = _leader(tmp_path, 0, (1,))
+        commits = [_produce(synced, 1)]
+        await _await_commits(commits, 2.0)
+        assert commits[0][0]["error_code"] == ErrorCode.none
+        assert synced.log.durable_offset == 3
+        stalled = _leader(tmp_path, 1, (1, 2))
+        timed_out = [_produce(stalled, -1)]
+        await _await_commits(timed_out, 0.05)
+        assert timed_out[0][0]["error_code"] == ErrorCode.request_timed_out
+        assert timed_out[0][0]["base_offset"] == -1
+        moved = _leader(tmp_path, 2, (1, 2))
+        refused = [_produce(moved, -1)]
+        asyncio.get_running_loop().call_later(0.05, moved.become_follower,
+                                              _state(2, (1, 2), (1, 2), 2, 1))
+        await _await_commits(refused, 5.0)
+        assert refused[0][0]["error_code"] == ErrorCode.not_leader_or_follower
+        _close(synced, stalled, moved)
+
+    asyncio.run(run())

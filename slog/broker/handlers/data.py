@@ -124,7 +124,10 @@ async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
     if not waiting:
         return
     try:
-        await asyncio.wait([future for future, _ in waiting], timeout=timeout_s)
+        if len(waiting) == 1:
+            await _wait_one(waiting[0][0], timeout_s)
+        else:
+            await asyncio.wait([future for future, _ in waiting], timeout=timeout_s)
     finally:
         for future, _ in waiting:
             future.cancel()  # timed out, or the request was cancelled: stop waiting
@@ -144,6 +147,23 @@ async def _await_commits(commits: list[Commit], timeout_s: float) -> None:
                           error_message=f"offset {last} was not synced to disk in time")
         elif error is not None:
             raise error
+
+
+async def _wait_one(future: asyncio.Future[None], timeout_s: float) -> None:
+    """Until ``future`` is done, or cancelled when ``timeout_s`` runs out (what
+    asyncio.wait does for one future, without its waiter future and callbacks:
+    the common case, as librdkafka sends one partition per request)."""
+    task = asyncio.current_task()
+    timer = asyncio.get_running_loop().call_later(timeout_s, future.cancel)
+    try:
+        await future
+    except asyncio.CancelledError:
+        if task is not None and task.cancelling():
+            raise  # the request itself was cancelled, not just out of time
+    except Exception:  # the caller reads the future's exception
+        pass
+    finally:
+        timer.cancel()
 
 
 def _refused(index: int, error: ErrorCode) -> dict[str, Any]:
