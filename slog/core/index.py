@@ -246,7 +246,8 @@ class _Index:
         self._length_ok = True
 
     def trim(self, *, sync: bool = False) -> bool:
-        """Cut the file to the entries in use (on roll and close); True if it was cut.
+        """Cut the file to the entries in use, or write there the entries kept in
+        memory (on roll and close); True if the file changed.
 
         A sealed segment's cut must reach the disk (``sync``, or a roll fsyncs the file
         in the background): otherwise a power loss brings back the preallocated zeros
@@ -295,10 +296,13 @@ class _Index:
     def close(self) -> None:
         self.trim()
         self.flush()
-        self.abandon()
+        self._release()
 
     def abandon(self) -> None:
         """Unmap without trimming or syncing: another process owns the file now."""
+        self._release()
+
+    def _release(self) -> None:
         if isinstance(self._map, mmap.mmap):
             release_map(self._map)
         self._map = None
