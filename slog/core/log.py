@@ -221,6 +221,7 @@ class PartitionLog:
         self._durable_offset = 0
         self._truncations = 0
         self._pending_syncs: list[concurrent.futures.Future[int]] = []  # oldest first
+        self._device: int | None = None  # st_dev of the directory, once looked up
         self._last_flush_ms = self._now_ms()
         # Told (under this log's lock) when unflushed data gets a flush.ms deadline, so
         # the periodic flusher looks only at logs that have one (see flush_due_ms).
@@ -696,17 +697,30 @@ class PartitionLog:
             ticket.close()
         return self.finish_sync(ticket)
 
-    def begin_sync(self) -> SyncTicket | None:
+    def begin_sync(self, *, with_fd: bool = True) -> SyncTicket | None:
         """Note, under the lock, what a sync of this log must cover (None: nothing);
         the caller does the I/O (alone, or one syncfs for many logs: group commit
-        across logs, slog.replication.log_sync), then calls :meth:`finish_sync`."""
+        across logs, slog.replication.log_sync), then calls :meth:`finish_sync`.
+
+        ``with_fd=False``: the ticket holds no descriptor, for a caller whose syncfs
+        of this log's file system covers it (a roll meanwhile closes nothing it needs)."""
         with self._lock, self._disk_errors:
             self._check_open()
             target = self.log_end_offset
             if target <= self._durable_offset:
                 return None
-            return SyncTicket(target, self._segments[-1].duplicate_fd(),  # a roll may close it
-                              self._truncations, list(self._pending_syncs), self._disk_errors)
+            # A duplicate, as a roll may close the active segment's descriptor.
+            fd = self._segments[-1].duplicate_fd() if with_fd else None
+            return SyncTicket(target, fd, self._truncations, list(self._pending_syncs),
+                              self._disk_errors)
+
+    @property
+    def device(self) -> int:
+        """The file system this log lives on (its st_dev: what one syncfs covers);
+        looked up once. Raises OSError if the directory is gone."""
+        if self._device is None:
+            self._device = os.stat(self._directory).st_dev
+        return self._device
 
     def finish_sync(self, ticket: SyncTicket) -> int:
         """The ticket's data is on disk: move the durable offset, unless the log was

@@ -5,12 +5,13 @@ Each replica's log has one :class:`LogSyncer`. An append asks it to make the new
 end durable; :class:`slog.core.group_commit.GroupCommit` decides when that log
 needs a sync, and what arrived meanwhile goes with the next one. The syncs of
 all logs run in broker-wide passes (:class:`SyncPasses`), one at a time on a
-worker thread: a pass notes each log's end under its lock (``begin_sync``), then
-makes them all durable at once, one ``syncfs`` of the file system when it covers
-at least :data:`SYNCFS_MIN_LOGS` logs there (a thousand partitions' appends cost
-one journal commit and one cache flush, not a thousand), else one fdatasync per
-log. Back on the loop it releases whoever waited for those offsets and tells the
-partitions, whose high watermarks may now move.
+worker thread: a pass groups the logs by file system, notes each log's end under
+its lock (``begin_sync``), then makes them all durable at once, one ``syncfs`` of
+the file system when it covers at least :data:`SYNCFS_MIN_LOGS` logs there (a
+thousand partitions' appends cost one journal commit and one cache flush, not a
+thousand), else one fdatasync per log. Back on the loop it releases whoever
+waited for those offsets and tells the partitions, whose high watermarks may
+now move.
 """
 
 from __future__ import annotations
@@ -216,63 +217,82 @@ class SyncPasses:
 
 def sync_logs(logs: Sequence[PartitionLog]) -> PassResult:
     """One pass, on a worker thread: make each log's end durable. Each log's outcome
-    is its new durable offset or its error (it never raises for one log's error)."""
+    is its new durable offset or its error (it never raises for one log's error).
+
+    Logs are grouped by file system first: one that gets a syncfs needs a
+    descriptor of one of its logs only, so the pass makes no system call per log
+    there (each would hand the GIL to the event loop and wait to get it back)."""
     started = time.monotonic()
-    result = PassResult([])
-    tickets: dict[int, SyncTicket] = {}  # by position in ``logs``
+    result = PassResult([0] * len(logs))
+    outcomes = result.outcomes
+    groups: dict[int, list[int]] = {}  # st_dev → positions in ``logs``
     for i, plog in enumerate(logs):
         try:
-            ticket = plog.begin_sync()
-        except (SlogError, OSError) as exc:
-            result.outcomes.append(exc)
-            continue
-        result.outcomes.append(plog.durable_offset)
-        if ticket is not None:
-            tickets[i] = ticket
+            groups.setdefault(plog.device, []).append(i)
+        except OSError as exc:  # its directory is gone (deleted meanwhile)
+            outcomes[i] = exc
+    tickets: dict[int, SyncTicket] = {}  # by position in ``logs``
+    whole: list[bool] = []  # per group: synced with one syncfs
+    for members in groups.values():
+        one_syncfs = _syncfs is not None and len(members) >= SYNCFS_MIN_LOGS
+        whole.append(one_syncfs)
+        have_fd = False
+        for i in members:
+            try:
+                ticket = logs[i].begin_sync(with_fd=not (one_syncfs and have_fd))
+            except (SlogError, OSError) as exc:
+                outcomes[i] = exc
+                continue
+            outcomes[i] = logs[i].durable_offset
+            if ticket is not None:
+                tickets[i] = ticket
+                have_fd = have_fd or ticket.fd is not None
     try:
-        _sync_tickets(logs, tickets, result)
+        for members, one_syncfs in zip(groups.values(), whole, strict=True):
+            synced = [i for i in members if i in tickets]
+            if synced:
+                _sync_group(logs, synced, tickets, one_syncfs, result)
     finally:
         for ticket in tickets.values():
             ticket.close()
     for i, ticket in tickets.items():
-        if isinstance(result.outcomes[i], int):
-            result.outcomes[i] = logs[i].finish_sync(ticket)
+        if isinstance(outcomes[i], int):
+            outcomes[i] = logs[i].finish_sync(ticket)
     result.seconds = time.monotonic() - started
     return result
 
 
-def _sync_tickets(logs: Sequence[PartitionLog], tickets: dict[int, SyncTicket],
-                  result: PassResult) -> None:
-    """Put every ticket's data on disk, noting failures and sync calls in ``result``."""
+def _sync_group(logs: Sequence[PartitionLog], members: list[int],
+                tickets: dict[int, SyncTicket], one_syncfs: bool, result: PassResult) -> None:
+    """Put the tickets' data of one file system on disk (one syncfs, or an
+    fdatasync each), noting failures and sync calls in ``result``."""
     outcomes = result.outcomes
-    by_device: dict[int, list[int]] = {}
-    for i, ticket in tickets.items():
+    for i in members:
         try:
-            ticket.wait_rolled()
-            if ticket.fd is not None:  # else no active segment: the rolled ones covered it
-                by_device.setdefault(os.fstat(ticket.fd).st_dev, []).append(i)
+            tickets[i].wait_rolled()
         except (SlogError, OSError) as exc:
             outcomes[i] = exc
-    for members in by_device.values():
-        first = tickets[members[0]].fd
-        if _syncfs is not None and first is not None and len(members) >= SYNCFS_MIN_LOGS:
-            result.syncfs += 1
-            try:
-                _syncfs(first)
-            except OSError as exc:  # it cannot tell whose data failed: fail them all
-                for i in members:
-                    outcomes[i] = StorageError(f"{logs[i].directory}: syncfs: {exc}")
-            continue
-        result.fdatasyncs += len(members)
-        # Side by side, as the disk merges their flushes (a pass must not be slower
-        # than the per-log syncs it replaced); the last one on this thread.
-        *others, last = members
-        running = [(i, _FDATASYNCS.submit(tickets[i].fdatasync)) for i in others]
-        for i, call in [*running, (last, None)]:
-            try:
-                call.result() if call is not None else tickets[i].fdatasync()
-            except (SlogError, OSError) as exc:
-                outcomes[i] = exc
+    with_fd = [i for i in members if tickets[i].fd is not None]
+    if not with_fd:
+        return  # no active segment among them: the rolled ones' syncs covered it
+    if one_syncfs and _syncfs is not None:
+        result.syncfs += 1
+        try:
+            _syncfs(tickets[with_fd[0]].fd)  # type: ignore[arg-type]
+        except OSError as exc:  # it cannot tell whose data failed: fail them all
+            for i in members:
+                outcomes[i] = StorageError(f"{logs[i].directory}: syncfs: {exc}")
+        return
+    result.fdatasyncs += len(with_fd)
+    # Side by side, as the disk merges their flushes (a pass must not be slower
+    # than the per-log syncs it replaced); the last one on this thread.
+    *others, last = with_fd
+    running = [(i, _FDATASYNCS.submit(tickets[i].fdatasync)) for i in others]
+    for i, call in [*running, (last, None)]:
+        try:
+            call.result() if call is not None else tickets[i].fdatasync()
+        except (SlogError, OSError) as exc:
+            outcomes[i] = exc
 
 
 def _fail(waiter: asyncio.Future[None], error: Exception) -> None:

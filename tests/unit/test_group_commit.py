@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import threading
 from pathlib import Path
 
@@ -308,6 +309,37 @@ def test_a_pass_over_many_logs_makes_them_durable_with_one_syncfs(
     assert [plog.durable_offset for plog in logs] == result.outcomes
     assert log_sync.sync_logs(logs).syncfs == 0  # nothing new: no sync at all
     for plog in logs:
+        plog.close()
+
+
+def test_a_syncfs_pass_duplicates_one_descriptor_not_one_per_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each system call on the sync thread hands the GIL to the event loop and waits
+    # to get it back: a pass over a thousand logs must not make one per log.
+    logs = _logs(tmp_path, 3 * log_sync.SYNCFS_MIN_LOGS)
+    calls = _counting_syncfs(monkeypatch)
+    dups: list[int] = []
+    real_dup = os.dup
+
+    def counted_dup(fd: int) -> int:
+        dups.append(fd)
+        return real_dup(fd)
+
+    monkeypatch.setattr(os, "dup", counted_dup)
+    result = log_sync.sync_logs(logs)
+    assert len(calls) == 1 and len(dups) == 1
+    assert result.outcomes == [i + 1 for i in range(len(logs))]
+    for plog in logs:
+        plog.close()
+
+
+def test_a_log_whose_directory_is_gone_fails_alone(tmp_path: Path) -> None:
+    logs = _logs(tmp_path, log_sync.SYNCFS_MIN_LOGS + 1)
+    shutil.rmtree(logs[0].directory)  # deleted under the broker: its own error
+    result = log_sync.sync_logs(logs)
+    assert isinstance(result.outcomes[0], OSError)
+    assert result.outcomes[1:] == [i + 2 for i in range(len(logs) - 1)]
+    for plog in logs[1:]:
         plog.close()
 
 
