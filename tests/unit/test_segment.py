@@ -63,12 +63,12 @@ def test_without_preallocate_the_file_grows_in_steps(tmp_path: Path) -> None:
         tmp_path, 0, config(segment_bytes=8 << 20, preallocate=False), now_ms=NOW_MS
     )
     append(segment, make_sized_batch(0, 1000))
-    assert segment.log_path.stat().st_size == 64 << 10  # not a MiB per new partition
-    append(segment, make_sized_batch(1, 100_000))
-    assert segment.log_path.stat().st_size == 128 << 10  # doubling
+    assert segment.log_path.stat().st_size == 256 << 10  # not a MiB per new partition
+    append(segment, make_sized_batch(1, 300_000))
+    assert segment.log_path.stat().st_size == 512 << 10  # doubling
     big = make_sized_batch(2, 1_500_000)
     append(segment, big)  # more than double: exactly what it needs
-    assert segment.log_path.stat().st_size == segment.size == 101_000 + len(big)
+    assert segment.log_path.stat().st_size == segment.size == 301_000 + len(big)
     append(segment, make_sized_batch(3, 1000))
     assert segment.log_path.stat().st_size == 2 * segment.size - 2000
 
