@@ -277,8 +277,10 @@ def _sync_group(logs: Sequence[PartitionLog], members: list[int],
         return  # no active segment among them: the rolled ones' syncs covered it
     if one_syncfs and _syncfs is not None:
         result.syncfs += 1
+        fd = tickets[with_fd[0]].fd
+        assert fd is not None
         try:
-            _syncfs(tickets[with_fd[0]].fd)  # type: ignore[arg-type]
+            _syncfs(fd)
         except OSError as exc:  # it cannot tell whose data failed: fail them all
             for i in members:
                 outcomes[i] = StorageError(f"{logs[i].directory}: syncfs: {exc}")
