@@ -232,10 +232,9 @@ def sync_logs(logs: Sequence[PartitionLog]) -> PassResult:
         except OSError as exc:  # its directory is gone (deleted meanwhile)
             outcomes[i] = exc
     tickets: dict[int, SyncTicket] = {}  # by position in ``logs``
-    whole: list[bool] = []  # per group: synced with one syncfs
-    for members in groups.values():
-        one_syncfs = _syncfs is not None and len(members) >= SYNCFS_MIN_LOGS
-        whole.append(one_syncfs)
+    plan = [(members, _syncfs is not None and len(members) >= SYNCFS_MIN_LOGS)
+            for members in groups.values()]  # each group, and whether one syncfs covers it
+    for members, one_syncfs in plan:
         have_fd = False
         for i in members:
             try:
@@ -248,7 +247,7 @@ def sync_logs(logs: Sequence[PartitionLog]) -> PassResult:
                 tickets[i] = ticket
                 have_fd = have_fd or ticket.fd is not None
     try:
-        for members, one_syncfs in zip(groups.values(), whole, strict=True):
+        for members, one_syncfs in plan:
             synced = [i for i in members if i in tickets]
             if synced:
                 _sync_group(logs, synced, tickets, one_syncfs, result)
