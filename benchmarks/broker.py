@@ -41,6 +41,17 @@ Peers, one after the other on the same machine (never at the same time):
   new, so that is its beginning, checked with the watermarks; an absolute
   offset spares librdkafka a ListOffsets round) and use no group protocol.
 
+* **mock** (``--mock``, client ``c`` only): librdkafka's own mock cluster, the
+  C broker librdkafka tests itself against, started by ``rdkafka_mock_broker.c``
+  next to this script (built like ``rdkafka_perf.c``). It keeps batches in
+  memory, the last 5 MB of each partition: no disk, no fsync, no replication,
+  and so nothing to consume from offset 0 (only its produce is measured; its
+  watermarks must add up to the records sent). It is not a target to beat but the
+  ceiling: what the client reaches against the cheapest broker it can talk to
+  on this machine. With two partition counts (``--partitions 6,1000``) the
+  report prints each peer's rate at the larger count over the rate at the
+  smaller, so slog's ratio reads against the ratio the client allows.
+
 * **redis**: ``redis-server --appendonly yes --appendfsync everysec --save ''``
   in a temp dir, driven by ``redis-benchmark`` (C):
 
@@ -84,7 +95,7 @@ started is stopped and every temp dir removed, also on errors and Ctrl-C.
 Usage::
 
     python benchmarks/broker.py [--quick] [--runs N] [--clients c,kcat,python] [--timeout S]
-        [--partitions 1,6] [--write-caching false,true]
+        [--partitions 1,6] [--write-caching false,true] [--mock]
 
 ``--quick`` takes about 20 s, the default (three runs, three clients) about
 three minutes on two quiet cores. Other load on the machine shows in every
@@ -97,6 +108,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import glob
 import math
 import os
@@ -109,7 +121,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,20 +282,29 @@ def timed_here() -> Iterator[list[Timing]]:
 
 def build_rdkafka_perf(root: Path) -> tuple[Path, str]:
     """Compile rdkafka_perf.c; the binary and the librdkafka it links."""
+    return build_c_client(root, "rdkafka_perf"), librdkafka_description()
+
+
+def build_c_client(root: Path, name: str) -> Path:
+    """Compile benchmarks/NAME.c against the librdkafka the Python client bundles."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        raise RuntimeError("client c needs a C compiler (cc or gcc)")
-    source = REPO / "benchmarks" / "rdkafka_perf.c"
-    binary = root / "rdkafka_perf"
+        raise RuntimeError(f"{name}.c needs a C compiler (cc or gcc)")
+    source = REPO / "benchmarks" / f"{name}.c"
+    binary = root / name
     bundled = bundled_librdkafka()
     link = [str(bundled), f"-Wl,-rpath,{bundled.parent}"] if bundled else ["-lrdkafka"]
     done = subprocess.run([compiler, "-O2", "-o", str(binary), str(source), *link],
                           capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError("client c: building rdkafka_perf.c failed (it needs the librdkafka "
+        raise RuntimeError(f"building {name}.c failed (it needs the librdkafka "
                            f"headers, e.g. the librdkafka-dev package):\n{done.stderr[-2000:]}")
-    return binary, (f"confluent-kafka's bundled {bundled.name}" if bundled
-                    else "the system librdkafka")
+    return binary
+
+
+def librdkafka_description() -> str:
+    bundled = bundled_librdkafka()
+    return f"confluent-kafka's bundled {bundled.name}" if bundled else "the system librdkafka"
 
 
 def bundled_librdkafka() -> Path | None:
@@ -310,6 +331,7 @@ class Tools:
     """What the clients need, prepared once per benchmark."""
     values: dict[int, Path] = field(default_factory=dict)  # kcat: one record per line
     rdkafka_perf: Path | None = None
+    mock_broker: Path | None = None  # --mock: rdkafka_mock_broker.c, built
     rdkafka_perf_lib: str = ""
 
 
@@ -392,65 +414,17 @@ class RedisPeer:
                 self.proc.wait()
 
 
-# ------------------------------------------------------------------ slog
+# ------------------------------------ Kafka-protocol brokers: slog, librdkafka's mock
 
 
-class SlogPeer:
-    def __init__(self, root: Path, deadline: Deadline, write_caching: bool = False):
-        self.dir = root / "slog"
-        self.port = free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        overrides = {"write.caching.default": "true" if write_caching else "false"}
-        self.info = start_daemon(1, self.dir, self.bootstrap, overrides,
-                                 timeout_s=min(30.0, deadline.left()))
-        self.pid = self.info.pid
+class KafkaPeer:
+    """A broker the Kafka clients talk to at ``bootstrap``; ``pid`` is its process."""
 
-    def create_topics(self, names: dict[str, int], deadline: Deadline) -> None:
-        from confluent_kafka.admin import AdminClient, NewTopic
-
-        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
-        futures = admin.create_topics([NewTopic(n, p, 1) for n, p in names.items()],
-                                      operation_timeout=10)
-        for future in futures.values():
-            future.result(timeout=deadline.left())
-        # Wait until every partition has a leader in the broker's metadata.
-        while True:
-            meta = admin.list_topics(timeout=deadline.left())
-            ready = all(
-                name in meta.topics and len(meta.topics[name].partitions) == parts
-                and all(p.leader >= 0 for p in meta.topics[name].partitions.values())
-                for name, parts in names.items()
-            )
-            if ready:
-                break
-            time.sleep(0.05)
-        self._wait_until_served(admin, names, deadline)
-        wait_until_idle(self.pid, deadline)
-
-    @staticmethod
-    def _wait_until_served(admin: Any, names: dict[str, int], deadline: Deadline) -> None:
-        """Until the broker answers ListOffsets for every partition. Metadata names
-        the leader as soon as the controller chose it, but the broker creates a
-        thousand partitions' logs on a worker thread for seconds after that (and
-        looks idle while it waits on the disk): a producer started then gets
-        NOT_LEADER_OR_FOLLOWER answers and metadata refreshes, which would be
-        timed as produce throughput."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
-
-        wanted = {TopicPartition(name, p): OffsetSpec.latest()
-                  for name, parts in names.items() for p in range(parts)}
-        while True:
-            futures = admin.list_offsets(wanted, request_timeout=deadline.left())
-            failed = 0
-            for future in futures.values():
-                try:
-                    future.result(timeout=deadline.left())
-                except Exception:  # not served yet (UNKNOWN_TOPIC_OR_PART, NOT_LEADER)
-                    failed += 1
-            if not failed:
-                return
-            time.sleep(0.2)
+    bootstrap: str
+    pid: int
+    # False: the peer drops old batches (the mock keeps 5 MB a partition), so
+    # only its produce is measured and its watermarks' sum is what it took.
+    keeps_everything = True
 
     def stored(self, topic: str, partitions: int, deadline: Deadline) -> int:
         from confluent_kafka import Consumer, TopicPartition
@@ -462,7 +436,7 @@ class SlogPeer:
             for p in range(partitions):
                 low, high = consumer.get_watermark_offsets(
                     TopicPartition(topic, p), timeout=deadline.left())
-                if low != 0:
+                if low != 0 and self.keeps_everything:
                     raise RuntimeError(f"{topic}-{p} starts at offset {low}, not 0")
                 total += high
             return total
@@ -546,12 +520,100 @@ class SlogPeer:
             raise RuntimeError(f"consumed {seen} records, expected {case.records}")
         return timing[0]
 
+
+class SlogPeer(KafkaPeer):
+    def __init__(self, root: Path, deadline: Deadline, write_caching: bool = False):
+        self.dir = root / "slog"
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        overrides = {"write.caching.default": "true" if write_caching else "false"}
+        self.info = start_daemon(1, self.dir, self.bootstrap, overrides,
+                                 timeout_s=min(30.0, deadline.left()))
+        self.pid = self.info.pid
+
+    def create_topics(self, names: dict[str, int], deadline: Deadline) -> None:
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 3})
+        futures = admin.create_topics([NewTopic(n, p, 1) for n, p in names.items()],
+                                      operation_timeout=10)
+        for future in futures.values():
+            future.result(timeout=deadline.left())
+        # Wait until every partition has a leader in the broker's metadata.
+        while True:
+            meta = admin.list_topics(timeout=deadline.left())
+            ready = all(
+                name in meta.topics and len(meta.topics[name].partitions) == parts
+                and all(p.leader >= 0 for p in meta.topics[name].partitions.values())
+                for name, parts in names.items()
+            )
+            if ready:
+                break
+            time.sleep(0.05)
+        self._wait_until_served(admin, names, deadline)
+        wait_until_idle(self.pid, deadline)
+
+    @staticmethod
+    def _wait_until_served(admin: Any, names: dict[str, int], deadline: Deadline) -> None:
+        """Until the broker answers ListOffsets for every partition. Metadata names
+        the leader as soon as the controller chose it, but the broker creates a
+        thousand partitions' logs on a worker thread for seconds after that (and
+        looks idle while it waits on the disk): a producer started then gets
+        NOT_LEADER_OR_FOLLOWER answers and metadata refreshes, which would be
+        timed as produce throughput."""
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        wanted = {TopicPartition(name, p): OffsetSpec.latest()
+                  for name, parts in names.items() for p in range(parts)}
+        while True:
+            futures = admin.list_offsets(wanted, request_timeout=deadline.left())
+            failed = 0
+            for future in futures.values():
+                try:
+                    future.result(timeout=deadline.left())
+                except Exception:  # not served yet (UNKNOWN_TOPIC_OR_PART, NOT_LEADER)
+                    failed += 1
+            if not failed:
+                return
+            time.sleep(0.2)
+
     def stop(self) -> None:
         with contextlib.suppress(Exception):
             stop_daemon(1, self.dir, timeout_s=30)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, 0)
             os.kill(self.pid, signal.SIGKILL)
+
+class MockPeer(KafkaPeer):
+    """librdkafka's mock cluster (rdkafka_mock_broker.c): a C broker that keeps
+    every batch in memory. What a librdkafka client reaches against it is the
+    ceiling on this machine, which is what a many-partition ratio is read against."""
+
+    keeps_everything = False
+
+    def __init__(self, binary: Path, topics: dict[str, int], deadline: Deadline):
+        self.proc = subprocess.Popen(
+            [str(binary), *(f"{name}={parts}" for name, parts in topics.items())],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, start_new_session=True)
+        self.pid = self.proc.pid
+        assert self.proc.stdout is not None
+        self.bootstrap = self.proc.stdout.readline().strip()
+        if not self.bootstrap:
+            self.stop()
+            raise RuntimeError("rdkafka_mock_broker did not start")
+        wait_until_idle(self.pid, deadline)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()  # end of file: it shuts the cluster down
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 # ------------------------------------------------------------------ runs
@@ -570,6 +632,9 @@ def label(client: str, write_caching: bool) -> str:
     return client + ("+wc" if write_caching else "")
 
 
+MOCK = "mock"  # librdkafka's mock cluster's label in the results (client c only)
+
+
 def run_once(cases: list[Case], clients: list[str], caching: list[bool], root: Path,
              tools: Tools, results: dict[tuple[str, str], Measure],
              memories: dict[str, list[RunMemory]], deadline: Deadline) -> None:
@@ -584,35 +649,46 @@ def run_once(cases: list[Case], clients: list[str], caching: list[bool], root: P
     shutil.rmtree(root / "redis", ignore_errors=True)
 
     for write_caching in caching:
-        run_slog(cases, clients, write_caching, root, tools, results, memories, deadline)
+        with stopping(SlogPeer(root, deadline, write_caching)) as slog:
+            slog.create_topics(topic_names(cases, clients), deadline)
+            measure(slog, cases, clients, functools.partial(label, write_caching=write_caching),
+                    tools, results, deadline)
+            memories.setdefault(label("slog", write_caching), []).append(memory(slog.pid))
+        shutil.rmtree(root / "slog", ignore_errors=True)
+    if tools.mock_broker is not None:
+        with stopping(MockPeer(tools.mock_broker, topic_names(cases, ["c"]), deadline)) as mock:
+            measure(mock, cases, ["c"], lambda client: MOCK, tools, results, deadline)
+            memories.setdefault(MOCK, []).append(memory(mock.pid))
 
 
-def run_slog(cases: list[Case], clients: list[str], write_caching: bool, root: Path,
-             tools: Tools, results: dict[tuple[str, str], Measure],
-             memories: dict[str, list[RunMemory]], deadline: Deadline) -> None:
-    with stopping(SlogPeer(root, deadline, write_caching)) as slog:
-        topics = {f"{client}-{case.key}": case.partitions for client in clients for case in cases}
-        slog.create_topics(topics, deadline)
-        for case in cases:
-            for client in clients:
-                topic = f"{client}-{case.key}"
-                name = label(client, write_caching)
-                m = results.setdefault((name, case.key), Measure())
-                cpu = cpu_seconds(slog.pid)
-                timing = getattr(slog, f"produce_{client}")(topic, case, tools, deadline)
-                m.add("produce", timing, cpu_seconds(slog.pid) - cpu)
-                stored = slog.stored(topic, case.partitions, deadline)
-                if stored != case.records:
-                    raise RuntimeError(f"{topic}: broker holds {stored} records, "
-                                       f"expected {case.records}")
-                cpu = cpu_seconds(slog.pid)
-                timing = getattr(slog, f"consume_{client}")(topic, case, tools, deadline)
-                m.add("consume", timing, cpu_seconds(slog.pid) - cpu)
-                print(f"  {name:<6} {case.name:<24} produce "
-                      f"{case.records / m.produce_s[-1]:>9,.0f} rec/s   consume "
-                      f"{case.records / m.consume_s[-1]:>12,.0f} rec/s", flush=True)
-        memories.setdefault(label("slog", write_caching), []).append(memory(slog.pid))
-    shutil.rmtree(root / "slog", ignore_errors=True)
+def topic_names(cases: list[Case], clients: list[str]) -> dict[str, int]:
+    """One topic per client and workload, so every produce starts on empty logs."""
+    return {f"{client}-{case.key}": case.partitions for client in clients for case in cases}
+
+
+def measure(peer: KafkaPeer, cases: list[Case], clients: list[str], name_of: Callable[[str], str],
+            tools: Tools, results: dict[tuple[str, str], Measure], deadline: Deadline) -> None:
+    """Each client produces each workload to ``peer``, then reads it back."""
+    for case in cases:
+        for client in clients:
+            topic = f"{client}-{case.key}"
+            name = name_of(client)
+            m = results.setdefault((name, case.key), Measure())
+            cpu = cpu_seconds(peer.pid)
+            timing = getattr(peer, f"produce_{client}")(topic, case, tools, deadline)
+            m.add("produce", timing, cpu_seconds(peer.pid) - cpu)
+            stored = peer.stored(topic, case.partitions, deadline)
+            if stored != case.records:
+                raise RuntimeError(f"{topic}: broker holds {stored} records, "
+                                   f"expected {case.records}")
+            consumed = ""
+            if peer.keeps_everything:
+                cpu = cpu_seconds(peer.pid)
+                timing = getattr(peer, f"consume_{client}")(topic, case, tools, deadline)
+                m.add("consume", timing, cpu_seconds(peer.pid) - cpu)
+                consumed = f"   consume {case.records / m.consume_s[-1]:>12,.0f} rec/s"
+            print(f"  {name:<6} {case.name:<24} produce "
+                  f"{case.records / m.produce_s[-1]:>9,.0f} rec/s{consumed}", flush=True)
 
 
 def write_value_files(root: Path, cases: list[Case]) -> dict[int, Path]:
@@ -646,24 +722,46 @@ def _busy(cpu: list[float], seconds: list[float]) -> str:
 
 def _row(case: Case, label: str, m: Measure, redis: Measure | None) -> tuple[str, bool]:
     """One table row; whether it meets both throughput targets against redis."""
-    prod, prod_mb = _rate(case, m.produce_s)
-    cons, cons_mb = _rate(case, m.consume_s)
-    ratios = ("", "")
-    passed = True
-    if redis is not None:
-        pr = prod / _rate(case, redis.produce_s)[0]
-        cr = cons / _rate(case, redis.consume_s)[0]
-        ratios = (f"{pr:.2f}", f"{cr:.2f}")
-        passed = pr >= PRODUCE_TARGET and cr >= CONSUME_TARGET
+    columns, passed = [], True
+    for phase in ("produce", "consume"):
+        seconds = getattr(m, f"{phase}_s")
+        if not seconds:  # the mock peer does not keep what a consume would read
+            columns.append(f"{'-':>10} {'-':>6} {'':>5} {'':>4} {'':>4}")
+            continue
+        rate, mb = _rate(case, seconds)
+        ratio = ""
+        if redis is not None:
+            against = rate / _rate(case, getattr(redis, f"{phase}_s"))[0]
+            ratio = f"{against:.2f}"
+            passed &= against >= (PRODUCE_TARGET if phase == "produce" else CONSUME_TARGET)
+        columns.append(f"{rate:>10,.0f} {mb:>6.1f} {ratio:>5} "
+                       f"{_busy(getattr(m, f'server_cpu_{phase}'), seconds):>4} "
+                       f"{_busy(getattr(m, f'client_cpu_{phase}'), seconds):>4}")
     gb = case.payload_bytes / 1e9
-    return (f"{case.name if redis is None else '':<24} {label:<10} "
-            f"{prod:>10,.0f} {prod_mb:>6.1f} {ratios[0]:>5} "
-            f"{_busy(m.server_cpu_produce, m.produce_s):>4} "
-            f"{_busy(m.client_cpu_produce, m.produce_s):>4} "
-            f"{cons:>10,.0f} {cons_mb:>6.1f} {ratios[1]:>5} "
-            f"{_busy(m.server_cpu_consume, m.consume_s):>4} "
-            f"{_busy(m.client_cpu_consume, m.consume_s):>4} "
+    return (f"{case.name if redis is None else '':<24} {label:<10} {columns[0]} {columns[1]} "
             f"{statistics.median(m.server_cpu_produce) / gb:>8.1f}"), passed
+
+
+def print_partition_scaling(cases: list[Case], peers: list[str],
+                            results: dict[tuple[str, str], Measure]) -> None:
+    """Records/s at the most partitions over records/s at the fewest, per peer and
+    record size: how much spreading the same records over more partitions costs."""
+    counts = sorted({case.partitions for case in cases})
+    if len(counts) < 2:
+        return
+    few, many = counts[0], counts[-1]
+    print(f"\n{many} partitions against {few} (records/s at {many} / at {few}), medians:")
+    for size in sorted({case.value_size for case in cases}):
+        at = {case.partitions: case for case in cases if case.value_size == size}
+        for peer in peers:
+            cells = []
+            for phase in ("produce", "consume"):
+                seconds = [getattr(results[(peer, at[n].key)], f"{phase}_s") for n in (few, many)]
+                if all(seconds):
+                    rates = [_rate(at[n], s)[0] for n, s in zip((few, many), seconds, strict=True)]
+                    cells.append(f"{phase} {rates[1] / rates[0]:.2f}x")
+            name = "mock/c" if peer == MOCK else "slog/" + peer
+            print(f"  {at[few].value_size:>5} B records  {name:<10} {'   '.join(cells)}")
 
 
 def report(cases: list[Case], peers: list[str], results: dict[tuple[str, str], Measure],
@@ -685,13 +783,16 @@ def report(cases: list[Case], peers: list[str], results: dict[tuple[str, str], M
     print(head)
     print("-" * len(head))
     passed = {peer: True for peer in peers}
+    shown = [*peers, *([MOCK] if (MOCK, cases[0].key) in results else [])]
     for case in cases:
         redis = results[("redis", case.key)]
         print(_row(case, "redis", redis, None)[0])
-        for peer in peers:
+        for peer in shown:
             short = peer.replace("kcat", "kc").replace("python", "py")
-            line, ok = _row(case, "slog/" + short, results[(peer, case.key)], redis)
-            passed[peer] &= ok
+            line, ok = _row(case, "mock/c" if peer == MOCK else "slog/" + short,
+                            results[(peer, case.key)], redis)
+            if peer in passed:
+                passed[peer] &= ok
             print(line)
     produced_gb = sum(c.payload_bytes for c in cases) * len(peers) / 1e9
     run_cpu = statistics.median(
@@ -708,7 +809,11 @@ def report(cases: list[Case], peers: list[str], results: dict[tuple[str, str], M
     print("slog/c  = rdkafka_perf.c (librdkafka from C, as redis-benchmark is C); "
           "slog/kc = kcat; slog/py = confluent-kafka from Python; +wc = a broker with "
           "write.caching=true (acknowledged before fsync), else write.caching=false")
-    slog_mem = max(next(m for key, m in memories.items() if key != "redis"),
+    if MOCK in shown:
+        print("mock/c  = rdkafka_perf.c against librdkafka's mock cluster "
+              "(rdkafka_mock_broker.c: a C broker keeping batches in memory; produce only)")
+    print_partition_scaling(cases, shown, results)
+    slog_mem = max(next(m for key, m in memories.items() if key not in ("redis", MOCK)),
                    key=lambda m: m.rss)
     redis_mem = max(memories["redis"], key=lambda m: m.rss)
     print(f"RSS after the run (worst run): slog broker {slog_mem.rss / 1e6:.0f} MB "
@@ -736,6 +841,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="parent of the temp dirs")
     parser.add_argument("--partitions", default="1,6",
                         help="partition counts of the topics (Redis: streams), comma separated")
+    parser.add_argument("--mock", action="store_true",
+                        help="also run client c against librdkafka's mock cluster (a C broker "
+                             "in memory), the ceiling the client reaches on this machine")
     parser.add_argument("--write-caching", default="false",
                         help="the brokers' write.caching: false (slog's default, acknowledged "
                              "once fsynced), true (Kafka's behaviour), or false,true for both "
@@ -755,6 +863,8 @@ def main(argv: list[str] | None = None) -> int:
     clients = [c.strip() for c in chosen.split(",") if c.strip()]
     if not clients or set(clients) - set(CLIENTS):
         parser.error("--clients takes c, kcat and/or python")
+    if args.mock and "c" not in clients:
+        parser.error("--mock needs client c")
     for tool in ("redis-server", "redis-benchmark", *(["kcat"] if "kcat" in clients else [])):
         if shutil.which(tool) is None:
             parser.error(f"{tool} is not installed")
@@ -774,6 +884,8 @@ def main(argv: list[str] | None = None) -> int:
             tools.values = write_value_files(root, cases)
         if "c" in clients:
             tools.rdkafka_perf, tools.rdkafka_perf_lib = build_rdkafka_perf(root)
+        if args.mock:
+            tools.mock_broker = build_c_client(root, "rdkafka_mock_broker")
         for run in range(runs):
             print(f"run {run + 1}/{runs}", flush=True)
             run_root = root / f"run{run}"
