@@ -34,11 +34,13 @@ never holds more than a batch of ciphertext, and nothing blocks on a slow or
 stalled peer. A handshake has ``TLS_HANDSHAKE_TIMEOUT_S``; one that fails or
 times out closes that connection only.
 
-Once a response has been handed to the kernel (which copied it), the pages of
-the segment maps it came from are dropped from this process's page tables
-with ``madvise(MADV_DONTNEED)``: they stay in the page cache, so nothing is
-re-read from disk, but a broker that serves gigabytes no longer shows them
-all as resident memory.
+Segment pages that reads mapped into this process (the views of a response,
+and the batch headers read to find an offset) are dropped from its page
+tables with ``madvise(MADV_DONTNEED)`` (``slog.core.mapped_pages``): after
+every 8 MB of views sent, within a second of any other answer, and when a
+connection closes. They stay in the page cache, so nothing is re-read from
+disk, but a broker that serves gigabytes, or a consumer that reads a thousand
+partitions once, no longer leaves them all counted as resident memory.
 """
 
 from __future__ import annotations
@@ -54,7 +56,6 @@ import ssl
 import struct
 import sys
 import time
-import weakref
 from collections import deque
 from collections.abc import Mapping, Sequence
 
@@ -62,6 +63,7 @@ from slog.broker.dispatcher import CLOSE_CONNECTION, Dispatcher
 from slog.broker.security import Session
 from slog.core.config import BrokerConfig
 from slog.core.listeners import Endpoint
+from slog.core.mapped_pages import TOUCHED
 from slog.protocol.errors import FrameTooLargeError, MalformedFrameError, ProtocolError
 from slog.protocol.tls import TlsPipe
 
@@ -83,6 +85,7 @@ MAX_PIPELINED_PRODUCE = 64
 # alone let a write.caching=false sync pass cover a tenth of the bytes (16 x 100 KB).
 MAX_PIPELINED_PRODUCE_BYTES = 8 * 1024 * 1024
 RELEASE_MAPPED_EVERY = 8 * 1024 * 1024  # bytes sent from segment maps between madvise calls
+RELEASE_MAPPED_WITHIN_S = 1.0  # ...and at the latest this long after an answer went out
 PRE_AUTH_MAX_BYTES = 512 * 1024
 TLS_HANDSHAKE_TIMEOUT_S = 10.0  # a peer that stalls mid-handshake is dropped after this
 TLS_RECV_BYTES = 256 * 1024  # ciphertext taken from the socket per read
@@ -108,7 +111,7 @@ class KafkaServer:
         self._listeners: list[socket.socket] = []
         self._connections: set[_Connection] = set()
         self._sweeper: asyncio.Task[None] | None = None
-        self._mapped = _MappedPages(RELEASE_MAPPED_EVERY)
+        self._mapped = _MappedPages(RELEASE_MAPPED_EVERY, RELEASE_MAPPED_WITHIN_S)
         self.max_bytes = config.get_int("socket.request.max.bytes")
         # Before a SASL login a frame may be at most this big (Kafka's
         # sasl.server.max.receive.size): strangers cannot make us buffer 100 MB.
@@ -163,6 +166,7 @@ class KafkaServer:
         self._listeners.clear()
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self._mapped.stop()
         tasks = [conn.task for conn in self._connections]
         for conn in list(self._connections):
             conn.close()
@@ -204,6 +208,8 @@ class KafkaServer:
 
     def _forget(self, conn: _Connection) -> None:
         self._connections.discard(conn)
+        if TOUCHED:  # a consumer that left will not read those pages again
+            self._mapped.release()
 
     async def _sweep_idle(self) -> None:
         """Close connections idle for connections.max.idle.ms. Sleeps until the
@@ -844,37 +850,42 @@ def _after(chunks: list[Chunk], sent: int) -> list[Chunk]:
 
 
 class _MappedPages:
-    """Unmaps sent segment pages from the process (not from the page cache).
+    """When to unmap the segment pages that reads touched (``slog.core.mapped_pages``).
 
-    After ``every`` bytes of memoryviews over mmap objects have been sent, every
-    map they came from gets ``madvise(MADV_DONTNEED)``. The segment maps are
-    read-only shared file maps (``ACCESS_READ``), for which this only drops
-    page-table entries: the next read faults the page back in from the page
-    cache. Maps are held weakly, so a deleted segment's map still unmaps as
-    soon as its last view dies.
+    After ``every`` bytes of memoryviews over mmap objects have been sent, at
+    the latest ``within_s`` after any answer went out while a map was touched
+    (a consumer polling a thousand partitions at their ends reads a header of
+    each and is sent nothing), and when a connection closes: a broker that goes
+    quiet keeps nothing mapped for long. The maps of the views sent are registered too: a
+    release since they were read may have dropped their pages, which the
+    kernel's copy to the socket mapped back in.
     """
 
-    def __init__(self, every: int):
+    def __init__(self, every: int, within_s: float):
         self._every = every
+        self._within_s = within_s
         self._bytes = 0
-        self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+        self._timer: asyncio.TimerHandle | None = None
 
     def sent(self, buffers: Sequence[Chunk]) -> None:
         for chunk in buffers:
             if type(chunk) is memoryview and type(chunk.obj) is mmap.mmap:
-                self._maps.add(chunk.obj)
+                TOUCHED.touched(chunk.obj)
                 self._bytes += chunk.nbytes
         if self._bytes >= self._every:
             self.release()
+        elif self._timer is None and TOUCHED:
+            self._timer = asyncio.get_running_loop().call_later(self._within_s, self.release)
 
     def release(self) -> None:
-        advice: int | None = getattr(mmap, "MADV_DONTNEED", None)
-        if advice is not None:
-            for mapped in list(self._maps):
-                with contextlib.suppress(ValueError, OSError):  # closed meanwhile
-                    mapped.madvise(advice)
-        self._maps.clear()
+        self.stop()
+        TOUCHED.release()
         self._bytes = 0
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 _DN_NAMES = {"commonName": "CN", "organizationalUnitName": "OU", "organizationName": "O",

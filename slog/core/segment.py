@@ -48,6 +48,7 @@ from slog.core.index import (
     release_map,
 )
 from slog.core.log_config import INT32_MAX, LogConfig
+from slog.core.mapped_pages import TOUCHED
 from slog.core.records import BytesLike, decode_records
 
 LOG_SUFFIX = ".log"
@@ -116,6 +117,7 @@ class LogSegment:
         self._fd: int | None = None  # only while active: appends and fsync need it
         self._map: mmap.mmap | None = None
         self._view: memoryview | None = None
+        self._touched_in = -1  # the TOUCHED generation the map was last registered in
         self._capacity = 0  # bytes mapped (= file length)
         self._size = 0  # bytes of valid batches
         self._synced_size = 0  # of which known to be on disk (fsynced, or found there)
@@ -310,6 +312,7 @@ class LogSegment:
         """maxTimestamp of the first append, which segment.ms is measured from."""
         if self._rolling_ts is None and self._size >= HEADER_SIZE:
             assert self._map is not None
+            self._touched()
             self._rolling_ts = parse_header(self._map, 0).max_timestamp
         return self._rolling_ts
 
@@ -409,6 +412,7 @@ class LogSegment:
         mapped, pos = self._map, start
         if mapped is None:  # only an empty file has no map
             return
+        self._touched()
         while pos < end:
             if end - pos < HEADER_SIZE:
                 raise CorruptRecordError("truncated batch header", position=pos)
@@ -503,6 +507,7 @@ class LogSegment:
         if position + HEADER_SIZE > self._size:
             return False
         assert self._map is not None
+        self._touched()
         header = parse_header(self._map, position)
         return header.magic == MAGIC and header.last_offset == last_offset
 
@@ -659,6 +664,7 @@ class LogSegment:
         mapped = self._map
         if mapped is None:  # only an empty file has no map
             return position, None
+        self._touched()
         while position < end:
             try:
                 header = validate_batch(mapped, position, end)
@@ -687,7 +693,15 @@ class LogSegment:
     def _install_map(self, mapped: mmap.mmap | None, length: int) -> None:
         self._map = mapped
         self._view = memoryview(mapped) if mapped is not None else None
+        self._touched_in = -1
         self._capacity = length
+
+    def _touched(self) -> None:
+        """The map is about to be read: register it for the next page release
+        (once per release generation; reads are hot, registering is not free)."""
+        if self._touched_in != TOUCHED.generation and self._map is not None:
+            self._touched_in = TOUCHED.generation
+            TOUCHED.touched(self._map)
 
     def _remap(self, length: int) -> None:
         assert self._fd is not None

@@ -23,6 +23,7 @@ from slog.broker import server as server_mod
 from slog.broker.dispatcher import CLOSE_CONNECTION
 from slog.broker.server import KafkaServer, _after, _unexported
 from slog.core.config import BrokerConfig
+from slog.core.mapped_pages import TOUCHED
 
 _SIZE = struct.Struct(">i")
 
@@ -308,7 +309,8 @@ def test_sent_mmap_pages_are_released(tmp_path, monkeypatch):
             view = memoryview(mapped)
             return [_SIZE.pack(len(view)), view[: len(view) // 2], view[len(view) // 2:]]
 
-    monkeypatch.setattr(server_mod, "_MappedPages", lambda every: Pages(1024 * 1024))
+    monkeypatch.setattr(server_mod, "_MappedPages",
+                        lambda every, within_s: Pages(1024 * 1024, within_s))
 
     async def client(port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -320,6 +322,53 @@ def test_sent_mmap_pages_are_released(tmp_path, monkeypatch):
     assert _run(_with_server(MapDispatcher(), client)) == b"z" * (4 * 1024 * 1024)
     assert released == [4 * 1024 * 1024]
     assert mapped[:1] == b"z"  # still readable after MADV_DONTNEED
+
+
+def test_maps_touched_by_reads_are_released_soon_after_any_answer(tmp_path, monkeypatch):
+    # A consumer polling partitions at their ends makes the broker read headers and
+    # send no records: nothing counts towards the byte trigger, yet pages were mapped.
+    path = tmp_path / "segment"
+    path.write_bytes(b"z" * (1024 * 1024))
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    monkeypatch.setattr(server_mod, "RELEASE_MAPPED_WITHIN_S", 0.05)
+    before = TOUCHED.generation
+
+    async def client(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        TOUCHED.touched(mapped)  # as a header read does
+        writer.write(_frame(b"poll"))
+        assert await _read_frame(reader) == b"poll"
+        released_at_once = TOUCHED.generation != before
+        await asyncio.sleep(0.3)
+        writer.close()
+        return released_at_once
+
+    assert _run(_with_server(EchoDispatcher(), client)) is False
+    assert TOUCHED.generation != before and not TOUCHED
+    assert mapped[:1] == b"z"
+
+
+def test_maps_touched_are_released_when_a_connection_closes(tmp_path):
+    path = tmp_path / "segment"
+    path.write_bytes(b"z" * 4096)
+    with open(path, "rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    async def client(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_frame(b"fetch"))
+        assert await _read_frame(reader) == b"fetch"
+        TOUCHED.touched(mapped)  # the consumer's last reads
+        before = TOUCHED.generation
+        writer.close()
+        for _ in range(100):
+            if TOUCHED.generation != before:
+                break
+            await asyncio.sleep(0.01)
+        return TOUCHED.generation != before
+
+    assert _run(_with_server(EchoDispatcher(), client)) is True
 
 
 def test_large_frame_buffers_are_reused_and_refilled_correctly():
