@@ -855,10 +855,10 @@ class _MappedPages:
     After ``every`` bytes of memoryviews over mmap objects have been sent, at
     the latest ``within_s`` after any answer went out while a map was touched
     (a consumer polling a thousand partitions at their ends reads a header of
-    each and is sent nothing), and when a connection closes: a broker that goes
-    quiet keeps nothing mapped for long. The maps of the views sent are registered too: a
-    release since they were read may have dropped their pages, which the
-    kernel's copy to the socket mapped back in.
+    each and is sent nothing), and when a connection closes: a broker that
+    goes quiet keeps nothing mapped for long. The maps of the views sent are
+    registered too: a release since they were read may have dropped their
+    pages, which the kernel's copy to the socket mapped back in.
     """
 
     def __init__(self, every: int, within_s: float):

@@ -12,7 +12,7 @@ once left about 100 KB of each resident in the broker.
 page-table entries: the pages stay cached, nothing is re-read from disk, and
 the next read faults them back in. Readers register the maps they touch here;
 the broker's server decides when to release them (after so many bytes sent,
-and soon after any answer).
+soon after any answer, and when a connection closes).
 """
 
 from __future__ import annotations
