@@ -587,8 +587,9 @@ class SlogPeer(KafkaPeer):
 
 class MockPeer(KafkaPeer):
     """librdkafka's mock cluster (rdkafka_mock_broker.c): a C broker that keeps
-    every batch in memory. What a librdkafka client reaches against it is the
-    ceiling on this machine, which is what a many-partition ratio is read against."""
+    batches in memory (the last 5 MB of each partition). What a librdkafka client
+    reaches against it is the ceiling on this machine, which is what a
+    many-partition ratio is read against."""
 
     keeps_everything = False
 
