@@ -585,6 +585,7 @@ class SlogPeer(KafkaPeer):
             os.kill(self.pid, 0)
             os.kill(self.pid, signal.SIGKILL)
 
+
 class MockPeer(KafkaPeer):
     """librdkafka's mock cluster (rdkafka_mock_broker.c): a C broker that keeps
     batches in memory (the last 5 MB of each partition). What a librdkafka client
