@@ -868,10 +868,13 @@ class _MappedPages:
         self._timer: asyncio.TimerHandle | None = None
 
     def sent(self, buffers: Sequence[Chunk]) -> None:
+        maps = []
         for chunk in buffers:
             if type(chunk) is memoryview and type(chunk.obj) is mmap.mmap:
-                TOUCHED.touched(chunk.obj)
+                maps.append(chunk.obj)
                 self._bytes += chunk.nbytes
+        if maps:
+            TOUCHED.touched(*maps)  # one lock for the response, not one per partition
         if self._bytes >= self._every:
             self.release()
         elif self._timer is None and TOUCHED:

@@ -36,9 +36,10 @@ class TouchedMaps:
         self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
         self.generation = 0
 
-    def touched(self, mapped: mmap.mmap) -> None:
+    def touched(self, *maps: mmap.mmap) -> None:
         with self._lock:
-            self._maps.add(mapped)
+            for mapped in maps:
+                self._maps.add(mapped)
 
     def __bool__(self) -> bool:
         return bool(self._maps)
