@@ -762,8 +762,15 @@ def print_partition_scaling(cases: list[Case], peers: list[str],
                 if all(seconds):
                     rates = [_rate(at[n], s)[0] for n, s in zip((few, many), seconds, strict=True)]
                     cells.append(f"{phase} {rates[1] / rates[0]:.2f}x")
-            name = "mock/c" if peer == MOCK else "slog/" + peer
-            print(f"  {at[few].value_size:>5} B records  {name:<10} {'   '.join(cells)}")
+            print(f"  {at[few].value_size:>5} B records  {shown_name(peer):<10} "
+                  f"{'   '.join(cells)}")
+
+
+def shown_name(peer: str) -> str:
+    """A peer's label in the report's tables: mock/c, or slog/ and the client."""
+    if peer == MOCK:
+        return "mock/c"
+    return "slog/" + peer.replace("kcat", "kc").replace("python", "py")
 
 
 def report(cases: list[Case], peers: list[str], results: dict[tuple[str, str], Measure],
@@ -785,14 +792,12 @@ def report(cases: list[Case], peers: list[str], results: dict[tuple[str, str], M
     print(head)
     print("-" * len(head))
     passed = {peer: True for peer in peers}
-    shown = [*peers, *([MOCK] if (MOCK, cases[0].key) in results else [])]
+    shown = [*peers, *([MOCK] if tools.mock_broker is not None else [])]
     for case in cases:
         redis = results[("redis", case.key)]
         print(_row(case, "redis", redis, None)[0])
         for peer in shown:
-            short = peer.replace("kcat", "kc").replace("python", "py")
-            line, ok = _row(case, "mock/c" if peer == MOCK else "slog/" + short,
-                            results[(peer, case.key)], redis)
+            line, ok = _row(case, shown_name(peer), results[(peer, case.key)], redis)
             if peer in passed:
                 passed[peer] &= ok
             print(line)
