@@ -80,16 +80,22 @@ class ClusterAssignment:
     """Replica lists as the cluster has them, with reassignments in progress."""
 
     def __init__(self, admin: Admin):
-
+        # Moving partitions first: one that finishes before the metadata is read keeps
+        # the replicas this answer gave (below), so the view stays consistent.
+        self.ongoing: dict[TopicPartition, PartitionReassignment] = \
+            admin.list_partition_reassignments()
         meta = admin.cluster.refresh_metadata(None)
         self.brokers = sorted(meta.brokers)
         self.racks = {b.node_id: b.rack for b in meta.brokers.values()}
-        self.ongoing: dict[TopicPartition, PartitionReassignment] = \
-            admin.list_partition_reassignments()
         self.replicas: dict[tuple[str, int], tuple[int, ...]] = {
             (name, number): p.replicas
             for name, topic in meta.topics.items() if not topic.error_code
             for number, p in topic.partitions.items()}
+        # A moving partition's replicas come from the answer that says it moves: the
+        # metadata may already show it finished, which would look like a changed count.
+        for tp, running in self.ongoing.items():
+            if (tp.topic, tp.partition) in self.replicas:
+                self.replicas[tp.topic, tp.partition] = running.replicas
         # What each partition had before a running reassignment: the rollback target.
         self.original = {
             key: tuple(r for r in replicas if r not in self._adding(key))

@@ -138,9 +138,9 @@ def test_generate_proposes_a_plan_over_the_given_brokers(nodes: Cluster, tmp_pat
 
 def test_execute_verify_and_roll_back_with_a_throttle(nodes: Cluster, tmp_path: Path) -> None:
     nodes.create_topic("move", assignment={0: [1, 2], 1: [2, 1]})
-    fill(nodes, "move", 0, 300)  # ~300 batches, ~300 KB: three seconds at 100 KB/s
+    fill(nodes, "move", 0, 300)  # ~300 KB: six seconds at 50 KB/s, still moving below
     plan = write_plan(tmp_path / "plan.json", [("move", 0, [2, 3]), ("move", 1, [3, 2])])
-    started = slog(nodes, "reassign", "execute", "--plan", str(plan), "--throttle", "100000",
+    started = slog(nodes, "reassign", "execute", "--plan", str(plan), "--throttle", "50000",
                    "-o", "json")
     assert started.exit_code == 0, started.output
     report = json.loads(started.stdout)
@@ -150,7 +150,7 @@ def test_execute_verify_and_roll_back_with_a_throttle(nodes: Cluster, tmp_path: 
     assert json.loads(rollback.read_text())["partitions"] == [
         {"topic": "move", "partition": 0, "replicas": [1, 2]},
         {"topic": "move", "partition": 1, "replicas": [2, 1]}]
-    assert nodes.image().topics["move"].configs[THROTTLE_CONFIG] == "100000"
+    assert nodes.image().topics["move"].configs[THROTTLE_CONFIG] == "50000"
 
     checking = slog(nodes, "reassign", "verify", "--plan", str(plan), "-o", "json")
     assert checking.exit_code == 1, checking.output
