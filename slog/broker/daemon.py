@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from slog.core.datadir import BrokerInfo, read_broker_info
 from slog.core.errors import DataDirError, SlogError
-from slog.core.locks import is_locked
+from slog.core.locks import held_steadily
 from slog.core.names import DataDirLayout, ensure_data_dir, make_private_dir
 
 T = TypeVar("T")
@@ -31,7 +31,7 @@ class BrokerStartError(SlogError, RuntimeError):
 
 
 def is_running(layout: DataDirLayout, broker_id: int) -> bool:
-    return is_locked(layout.broker(broker_id).alive_lock)
+    return held_steadily(layout.broker(broker_id).alive_lock)
 
 
 def broker_command(broker_id: int, data_dir: Path, listen: str,

@@ -8,6 +8,7 @@ session timeout to wait out.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import IO
 
@@ -112,3 +113,17 @@ def is_locked(path: Path) -> bool:
             return True
         portalocker.unlock(handle)
         return False
+
+
+def held_steadily(path: Path, probes: int = 3, gap_s: float = 0.01) -> bool:
+    """:func:`is_locked`, believed only when ``probes`` probes ``gap_s`` apart all say so.
+
+    Brokers probe each other's locks the same way, so one refusal may be another
+    prober's instant hold on a dead broker's lock; a live holder refuses every time.
+    """
+    for attempt in range(probes):
+        if not is_locked(path):
+            return False
+        if attempt + 1 < probes:
+            time.sleep(gap_s)
+    return True
