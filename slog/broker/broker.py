@@ -66,6 +66,7 @@ CONTROLLER_POLL_S = 0.25  # liveness and the controller lock, when the data dir 
 # notice is ever missed (none is known to be).
 WATCHED_RECHECK_S = 2.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+LOST_DATA_DIR_EXIT = 3  # the process's exit status when its data dir went from under it
 ALIVE_LOCK_ATTEMPTS = 10  # probes (is_locked) hold the lock for microseconds
 LOG_FLUSH_CHECK_S = 1.0
 # Produce re-reads the metadata first when it was last read longer ago than this.
@@ -110,7 +111,8 @@ class Broker:
         self._alive_lock = FileLock(self.layout.broker(self.broker_id).alive_lock)
         self._session_timeout_s = config.get_int("broker.session.timeout.ms") / 1000
         self._heartbeat = liveness.HeartbeatThread(
-            self.layout, self.broker_id, liveness.heartbeat_interval_s(self._session_timeout_s))
+            self.layout, self.broker_id, liveness.heartbeat_interval_s(self._session_timeout_s),
+            lost=self._alive_lock.lost, on_lost=self._abandon_lost_data_dir)
         self._liveness = liveness.LivenessProbe(self.layout, me=self.broker_id)
         self.wakeups = DataDirWakeups(self.layout)  # what ends the loops' sleeps
         self._opened_at = time.monotonic()  # for the "caught up after" log line
@@ -175,6 +177,16 @@ class Broker:
         self._heartbeat.start()
         self.log_manager.load()
         self._logs_loaded = True
+
+    def _abandon_lost_data_dir(self) -> None:
+        """The data dir was removed (or removed and made again) under this process: exit
+        at once, as a kill -9 would. A clean stop would write its checkpoints and marker
+        files into whatever now lives at those paths, maybe another cluster's broker."""
+        log.error("broker %d: its data dir %s was removed or replaced while it ran "
+                  "(alive.lock is gone from under it); exiting without writing anything",
+                  self.broker_id, self.layout.root)
+        logging.shutdown()
+        os._exit(LOST_DATA_DIR_EXIT)
 
     def _acquire_alive_lock(self) -> bool:
         """Take alive.lock, allowing for liveness probes that hold it for an instant."""

@@ -26,6 +26,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slog.core.datadir import BrokerInfo, known_broker_ids, read_broker_info
@@ -53,13 +54,23 @@ def beat(layout: DataDirLayout, broker_id: int) -> None:
 
 
 class HeartbeatThread:
-    """Touches the heartbeat every ``interval_s`` whatever the event loop does."""
+    """Touches the heartbeat every ``interval_s`` whatever the event loop does.
+
+    Before each beat it asks ``lost()`` whether this process still holds the alive.lock
+    at its path. When it does not (the data dir was removed, or removed and made again
+    under a running broker), it stops beating, so a new broker of the same id is not
+    taken for this one, and calls ``on_lost``.
+    """
 
     def __init__(self, layout: DataDirLayout, broker_id: int,
-                 interval_s: float = HEARTBEAT_INTERVAL_S):
+                 interval_s: float = HEARTBEAT_INTERVAL_S,
+                 lost: Callable[[], bool] = lambda: False,
+                 on_lost: Callable[[], None] = lambda: None):
         self._layout = layout
         self._broker_id = broker_id
         self._interval_s = interval_s
+        self._lost = lost
+        self._on_lost = on_lost
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{broker_id}",
                                         daemon=True)
@@ -84,6 +95,9 @@ class HeartbeatThread:
                 log.warning("heartbeat thread ran %.2f s after the last beat (every %.2f s "
                             "is due): this process was starved of CPU",
                             now - last, self._interval_s)
+            if self._lost():
+                self._on_lost()
+                return
             try:
                 started = time.monotonic()
                 beat(self._layout, self._broker_id)

@@ -58,6 +58,21 @@ class FileLock:
         self._unlock()
         return False
 
+    def lost(self) -> bool:
+        """True when the lock is held on a file that is no longer at its path: the path is
+        gone or names another file (its directory was removed, or removed and made again).
+        Whoever looks at the path then sees no holder. An I/O error tells nothing: False."""
+        if not self._held or self._handle is None:
+            return False
+        try:
+            at_path = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        held = os.fstat(self._handle.fileno())
+        return (at_path.st_dev, at_path.st_ino) != (held.st_dev, held.st_ino)
+
     def unlock(self) -> None:
         """Let go of the lock but keep the file open: no close for watchers to see."""
         self._unlock()

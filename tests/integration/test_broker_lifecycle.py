@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from slog.broker.broker import LOST_DATA_DIR_EXIT
 from slog.broker.daemon import is_running
 from slog.core.datadir import read_broker_info
 from slog.core.names import DataDirLayout
@@ -128,6 +129,40 @@ def _answers(bootstrap: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_broker_whose_data_dir_is_removed_and_made_again_exits_writing_nothing(
+        data_dir: Path, tmp_path: Path) -> None:
+    """`rm -rf` of a running cluster's data dir, then `slog cluster up` again: the old
+    process must not live on as a ghost of the new cluster (its heartbeat would make it
+    look alive, its clean stop would write checkpoints into the new broker's dir)."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slog.broker", "--id", str(BROKER_ID), "--data-dir",
+         str(data_dir), "--listen", bootstrap],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        layout = DataDirLayout(data_dir)
+        wait_for(lambda: (info := read_broker_info(layout, BROKER_ID)) is not None
+                 and info.pid == proc.pid, "broker.json to name the new process")
+        wait_for(lambda: _answers(bootstrap), "the listener")
+        create_topic(bootstrap, "ghost")
+        slog_produce(bootstrap, "ghost", [Rec(b"k", b"v")])
+        removed = tmp_path / "removed"
+        data_dir.rename(removed)  # to the broker, what rm -rf looks like: its paths are gone
+        with running_broker(data_dir, BROKER_ID) as new:
+            _, stderr = proc.communicate(timeout=15)
+            assert proc.returncode == LOST_DATA_DIR_EXIT, stderr
+            assert "was removed or replaced while it ran" in stderr, stderr
+            assert "Traceback" not in stderr and "stopped cleanly" not in stderr, stderr
+            assert not (removed / "brokers" / str(BROKER_ID) / "clean-shutdown").exists()
+            assert not (broker_dir(data_dir) / "logs" / "ghost-0").exists()
+            assert is_running(layout, BROKER_ID)
+            assert_serving(new.bootstrap)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def test_second_broker_with_same_id_refuses_to_start(data_dir: Path) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from slog.core.locks import held_steadily, is_locked
+from slog.core.locks import FileLock, held_steadily, is_locked
 from tests.unit.test_data_dir_watch import hold_locks
 
 # What every other broker does to a dead broker's alive.lock: take it and let go, often.
@@ -44,3 +44,17 @@ def test_another_processs_probes_do_not_make_a_free_lock_look_held(tmp_path: Pat
     finally:
         prober.kill()
         prober.wait()
+
+
+def test_a_held_lock_is_lost_when_its_file_leaves_the_path(tmp_path: Path) -> None:
+    path = tmp_path / "brokers" / "1" / "alive.lock"
+    lock = FileLock(path)
+    assert not lock.lost()  # not held: nothing to lose
+    assert lock.try_acquire() and not lock.lost()
+    (tmp_path / "brokers").rename(tmp_path / "removed")
+    assert lock.lost()  # the path is gone
+    path.parent.mkdir(parents=True)
+    path.touch()
+    assert lock.lost()  # the path names another file: a new holder could take it
+    assert not is_locked(path)
+    lock.release()
