@@ -90,22 +90,33 @@ def test_cli_start_writes_broker_json_and_stop_shuts_down_cleanly(data_dir: Path
     assert "not running" in again.stderr
 
 
-def test_sigterm_exits_zero_and_marks_clean_shutdown(data_dir: Path) -> None:
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
+def start_broker_process(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    """The broker process itself (not the daemon), as a child whose exit status and
+    output the test reads; returns once it is published and answers."""
+    bootstrap = f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [sys.executable, "-m", "slog.broker", "--id", str(BROKER_ID), "--data-dir",
          str(data_dir), "--listen", bootstrap],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    layout = DataDirLayout(data_dir)
+
+    def published() -> bool:
+        info = read_broker_info(layout, BROKER_ID) if data_dir.exists() else None
+        return info is not None and info.pid == proc.pid
+
     try:
-        layout = DataDirLayout(data_dir)
-
-        def published() -> bool:
-            info = read_broker_info(layout, BROKER_ID) if data_dir.exists() else None
-            return info is not None and info.pid == proc.pid
-
         wait_for(published, "broker.json to name the new process")
         wait_for(lambda: _answers(bootstrap), "the listener")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    return proc, bootstrap
+
+
+def test_sigterm_exits_zero_and_marks_clean_shutdown(data_dir: Path) -> None:
+    proc, bootstrap = start_broker_process(data_dir)
+    try:
         create_topic(bootstrap, "sigterm")
         slog_produce(bootstrap, "sigterm", [Rec(b"k", b"v%d" % i) for i in range(7)])
         proc.send_signal(signal.SIGTERM)
@@ -136,16 +147,8 @@ def test_a_broker_whose_data_dir_is_removed_and_made_again_exits_writing_nothing
     """`rm -rf` of a running cluster's data dir, then `slog cluster up` again: the old
     process must not live on as a ghost of the new cluster (its heartbeat would make it
     look alive, its clean stop would write checkpoints into the new broker's dir)."""
-    bootstrap = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "slog.broker", "--id", str(BROKER_ID), "--data-dir",
-         str(data_dir), "--listen", bootstrap],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc, bootstrap = start_broker_process(data_dir)
     try:
-        layout = DataDirLayout(data_dir)
-        wait_for(lambda: (info := read_broker_info(layout, BROKER_ID)) is not None
-                 and info.pid == proc.pid, "broker.json to name the new process")
-        wait_for(lambda: _answers(bootstrap), "the listener")
         create_topic(bootstrap, "ghost")
         slog_produce(bootstrap, "ghost", [Rec(b"k", b"v")])
         removed = tmp_path / "removed"
@@ -157,7 +160,7 @@ def test_a_broker_whose_data_dir_is_removed_and_made_again_exits_writing_nothing
             assert "Traceback" not in stderr and "stopped cleanly" not in stderr, stderr
             assert not (removed / "brokers" / str(BROKER_ID) / "clean-shutdown").exists()
             assert not (broker_dir(data_dir) / "logs" / "ghost-0").exists()
-            assert is_running(layout, BROKER_ID)
+            assert is_running(DataDirLayout(data_dir), BROKER_ID)
             assert_serving(new.bootstrap)
     finally:
         if proc.poll() is None:
