@@ -65,12 +65,12 @@ class FileLock:
         if not self._held or self._handle is None:
             return False
         try:
+            held = os.fstat(self._handle.fileno())
             at_path = os.stat(self.path)
         except FileNotFoundError:
             return True
-        except OSError:
+        except (OSError, ValueError):  # ValueError: released (closed) meanwhile
             return False
-        held = os.fstat(self._handle.fileno())
         return (at_path.st_dev, at_path.st_ino) != (held.st_dev, held.st_ino)
 
     def unlock(self) -> None:
