@@ -118,7 +118,7 @@ async def follow_counts(stream: faust.StreamT) -> None:
 # though the flow was never suspended. Events the consumer handed over in between are
 # dropped unprocessed, and the consumer's read offsets are already past them, so they are
 # not delivered again: an input is lost, or its offset is committed through Faust's gap
-# handling without a result (seen here in 3 of 15 restarts with debug logging). A rebalance
+# handling without a result (seen here in 3 of 16 runs with debug logging). A rebalance
 # clears the queues when it suspends the flow, so a resume of an active flow has nothing
 # stale to drop.
 _resume_flow = FlowControlEvent.resume
