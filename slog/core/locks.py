@@ -65,13 +65,11 @@ class FileLock:
         if not self._held or self._handle is None:
             return False
         try:
-            held = os.fstat(self._handle.fileno())
-            at_path = os.stat(self.path)
+            return not self._is_at_path()
         except FileNotFoundError:
             return True
         except (OSError, ValueError):  # ValueError: released (closed) meanwhile
             return False
-        return (at_path.st_dev, at_path.st_ino) != (held.st_dev, held.st_ino)
 
     def unlock(self) -> None:
         """Let go of the lock but keep the file open: no close for watchers to see."""
@@ -92,12 +90,20 @@ class FileLock:
             self._held = False
             portalocker.unlock(self._handle)
 
+    def _is_at_path(self) -> bool:
+        """Whether the open file is the one at the path (same device and inode); raises
+        FileNotFoundError when nothing is there."""
+        assert self._handle is not None
+        held = os.fstat(self._handle.fileno())
+        at_path = os.stat(self.path)
+        return (at_path.st_dev, at_path.st_ino) == (held.st_dev, held.st_ino)
+
     def _open(self) -> IO[str]:
         """The file, opened once; again if it was replaced (a lock on the old file
         would not exclude anyone)."""
         if self._handle is not None:
             try:
-                if os.stat(self.path).st_ino == os.fstat(self._handle.fileno()).st_ino:
+                if self._is_at_path():
                     return self._handle
             except FileNotFoundError:
                 pass
