@@ -63,6 +63,12 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         for server in servers:
             await server.stop()
         raise
+    # Warned before broker.json is written: whoever sees the broker up finds it in the log.
+    client_auth = config.values["ssl.client.auth"] == "required"
+    for listener in listeners:
+        exposed = exposure_warning(listener.host, listener.sasl, listener.tls and client_auth)
+        if exposed:
+            log.warning(exposed)
     broker.publish(advertised(config, bound), bound)
     broker.poll_metadata()  # creates every replica: seconds with thousands of partitions
     await broker.replicas.settled()  # new logs may be made on a worker thread
@@ -73,11 +79,6 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
     warming = asyncio.create_task(_warm_up_rest([s for s in dispatcher.table if s not in first]))
     log.info("broker %d listening on %s (data dir %s)", config.broker_id,
              ", ".join(f"{e.name}://{e.host}:{e.port}" for e in bound), config.data_dir)
-    client_auth = config.values["ssl.client.auth"] == "required"
-    for listener in listeners:
-        exposed = exposure_warning(listener.host, listener.sasl, listener.tls and client_auth)
-        if exposed:
-            log.warning(exposed)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
