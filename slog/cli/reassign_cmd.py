@@ -205,11 +205,13 @@ def generate(
 
 
 # -- execute -----------------------------------------------------------------------------
-def _check_against_cluster(plan: Assignment, cluster: ClusterAssignment, path: Path) -> None:
+def _check_against_cluster(plan: Assignment, cluster: ClusterAssignment, path: Path, *,
+                           same_replica_count: bool) -> None:
     from slog.replication.reassignment import PlanError, check_plan
 
     try:
-        check_plan(plan, cluster.original, cluster.brokers)
+        check_plan(plan, cluster.original, cluster.brokers,
+                   same_replica_count=same_replica_count)
     except PlanError as exc:
         fail(f"{path}: {exc}", hint="nothing was changed", code=EXIT_USAGE)
 
@@ -243,6 +245,9 @@ def execute(
         help="Where to save the current assignment (default: PLAN.rollback.json).")] = None,
     additional: Annotated[bool, typer.Option(
         help="Allow replacing reassignments already in progress.")] = False,
+    disallow_replication_factor_change: Annotated[bool, typer.Option(
+        "--disallow-replication-factor-change",
+        help="Refuse a plan that changes a partition's replica count.")] = False,
     wait: Annotated[bool | None, typer.Option(
         help="Wait until done (default: only on a terminal).", show_default=False)] = None,
     timeout: Annotated[float | None, typer.Option(
@@ -252,10 +257,12 @@ def execute(
 ) -> None:
     """Start moving partitions to the replicas a plan lists.
 
-    The plan is checked first (unknown topics or brokers, repeated partitions,
-    a changed replica count: exit 2 and nothing changes). The current
-    assignment is saved as a rollback plan, then the reassignment starts and
-    runs in the background; check it with `slog reassign verify`.
+    The plan is checked first (unknown topics or brokers, repeated partitions;
+    with --disallow-replication-factor-change, a changed replica count: exit 2
+    and nothing changes). A plan with more or fewer replicas than a partition
+    has changes its replication factor, as in Kafka. The current assignment is
+    saved as a rollback plan, then the reassignment starts and runs in the
+    background; check it with `slog reassign verify`.
 
     Example: slog reassign execute --plan plan.json --throttle 10000000
     """
@@ -270,7 +277,8 @@ def execute(
     failures: dict[str, KafkaError] = {}
     with client_errors(bootstrap), _admin(bootstrap) as admin:
         cluster = ClusterAssignment(admin)
-        _check_against_cluster(wanted, cluster, plan)
+        _check_against_cluster(wanted, cluster, plan,
+                               same_replica_count=disallow_replication_factor_change)
         busy = sorted(f"{t}-{p}" for t, p in wanted if TopicPartition(t, p) in cluster.ongoing)
         if busy and not additional:
             fail(f"already being reassigned: {', '.join(busy)}",
@@ -281,7 +289,8 @@ def execute(
             _set_throttle(admin, {t for t, _ in wanted}, throttle)
         try:
             admin.alter_partition_reassignments(
-                {TopicPartition(*key): replicas for key, replicas in wanted.items()})
+                {TopicPartition(*key): replicas for key, replicas in wanted.items()},
+                allow_replication_factor_change=not disallow_replication_factor_change)
         except KafkaError as exc:
             failures = exc.errors or {exc.item or "": exc}
         for key, target in sorted(wanted.items()):

@@ -364,17 +364,23 @@ class Admin:
 
     # -- reassignments and elections ---------------------------------------------------
     def alter_partition_reassignments(
-            self, targets: Mapping[TopicPartition, Sequence[int] | None]) -> None:
+            self, targets: Mapping[TopicPartition, Sequence[int] | None],
+            allow_replication_factor_change: bool = True) -> None:
         """Move partitions to new replica lists; a target of None cancels a reassignment.
 
         Returns once the controller has accepted them; the data moves in the
-        background (see ``list_partition_reassignments``).
+        background (see ``list_partition_reassignments``). Without
+        ``allow_replication_factor_change`` a broker that knows KIP-860 (v1) refuses a
+        target with another replica count (INVALID_REPLICATION_FACTOR); an older one
+        never sees the flag.
         """
-        body = {"timeout": self.timeout_ms, "topics": [
+        topics = [
             {"name": topic, "partitions": [
                 {"partition_index": p, "replicas": _replicas(targets[TopicPartition(topic, p)])}
                 for p in numbers]}
-            for topic, numbers in _by_topic(targets).items()]}
+            for topic, numbers in _by_topic(targets).items()]
+        body = {"timeout": self.timeout_ms, "topics": topics,
+                "allow_replication_factor_change": allow_replication_factor_change}
         response = self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body,
                                        lambda r: [r])
         if response.error_code:

@@ -240,10 +240,12 @@ def parse_plan(text: str) -> Assignment:
 
 
 def check_plan(plan: Assignment, current: Mapping[PartitionKey, Sequence[int]],
-               brokers: Collection[int]) -> None:
+               brokers: Collection[int], *, same_replica_count: bool = False) -> None:
     """Everything a plan must satisfy before any of it is applied (PlanError otherwise).
 
-    ``current`` is the cluster's replica assignment, ``brokers`` its broker ids.
+    ``current`` is the cluster's replica assignment, ``brokers`` its broker ids. A
+    plan may change a partition's replica count (how Kafka raises a replication
+    factor) unless ``same_replica_count`` (KIP-860's opt-out) is asked for.
     """
     topics = {topic for topic, _ in current}
     for (topic, number), replicas in sorted(plan.items()):
@@ -256,10 +258,10 @@ def check_plan(plan: Assignment, current: Mapping[PartitionKey, Sequence[int]],
             check_target(replicas, brokers)
         except ReassignmentError as exc:
             raise PlanError(f"{name}: {exc}") from None
-        if len(replicas) != len(current[(topic, number)]):
+        if same_replica_count and len(replicas) != len(current[(topic, number)]):
             raise PlanError(f"{name}: the plan lists {len(replicas)} replica(s) but the "
-                            f"partition has {len(current[(topic, number)])}; changing the "
-                            "replication factor is not supported")
+                            f"partition has {len(current[(topic, number)])}, and the "
+                            "replication factor may not change")
 
 
 def propose(current: Mapping[PartitionKey, Sequence[int]], topics: Iterable[str],

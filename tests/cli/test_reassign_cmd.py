@@ -87,7 +87,8 @@ BAD_PLANS: dict[str, tuple[str | PlanEntries, str]] = {
                              "fixed-0 appears more than once"),
     "unknown broker": ([("fixed", 0, [2, 9])], r"unknown broker(s) [9]"),
     "repeated broker": ([("fixed", 0, [2, 2])], "more than once"),
-    "replica count": ([("fixed", 0, [1, 2, 3])], "lists 3 replica(s) but the partition has 2"),
+    "replica count": ([("fixed", 0, [1, 2, 3])],
+                      "lists 3 replica(s) but the partition has 2, and the replication factor"),
     "empty replicas": ([("fixed", 0, [])], "empty"),
 }
 
@@ -103,7 +104,8 @@ def test_bad_plans_are_refused_and_change_nothing(nodes: Cluster, tmp_path: Path
         # A valid first partition, so a half-applied plan would show.
         write_plan(plan, [("fixed", 2, [1, 2]), *content])
     before = snapshot(nodes, "fixed")
-    result = slog(nodes, "reassign", "execute", "--plan", str(plan), "--throttle", "1000")
+    result = slog(nodes, "reassign", "execute", "--plan", str(plan), "--throttle", "1000",
+                  "--disallow-replication-factor-change")
     assert result.exit_code == 2, result.output
     assert message in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "plan.rollback.json").exists()
@@ -179,6 +181,30 @@ def test_execute_verify_and_roll_back_with_a_throttle(nodes: Cluster, tmp_path: 
     assert "reassignment complete" in back.stderr
     assert [s.replicas for s in snapshot(nodes, "move").values()] == [(1, 2), (2, 1)]
     assert slog(nodes, "reassign", "verify", "--plan", str(rollback)).exit_code == 0
+
+
+def test_a_plan_raises_and_lowers_the_replication_factor(nodes: Cluster, tmp_path: Path
+                                                        ) -> None:
+    nodes.create_topic("grow", assignment={0: [1, 2]})
+    fill(nodes, "grow", 0, 50)
+    plan = write_plan(tmp_path / "plan.json", [("grow", 0, [1, 2, 3])])
+    grown = slog(nodes, "reassign", "execute", "--plan", str(plan), "--wait", "--timeout", "30",
+                 "-o", "json")
+    assert grown.exit_code == 0, grown.output
+    assert [r["status"] for r in json.loads(grown.stdout)["partitions"]] == ["started"]
+    wait_until(lambda: set(nodes.state("grow").isr) == {1, 2, 3}, 10, "all three in the ISR")
+    assert nodes.state("grow").replicas == (1, 2, 3)
+    assert slog(nodes, "reassign", "verify", "--plan", str(plan)).exit_code == 0
+    assert len(nodes.read_all("grow", 0, 50)) == 50
+
+    rollback = tmp_path / "plan.rollback.json"
+    shrunk = slog(nodes, "reassign", "execute", "--plan", str(rollback), "--wait",
+                  "--timeout", "30")
+    assert shrunk.exit_code == 0, shrunk.output
+    assert (nodes.state("grow").replicas, set(nodes.state("grow").isr)) == ((1, 2), {1, 2})
+    wait_until(lambda: not nodes.layout.partition_dir(3, "grow", 0).exists(), 10,
+               "broker 3 to delete its copy of grow-0")
+    assert len(nodes.read_all("grow", 0, 50)) == 50
 
 
 def test_cancel_keeps_the_original_replicas(nodes: Cluster, tmp_path: Path) -> None:

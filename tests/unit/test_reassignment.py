@@ -192,11 +192,18 @@ def test_malformed_plans(text: str, message: str) -> None:
     ({("t", 5): (1, 2, 3)}, "topic 't' has no partition 5"),
     ({("t", 0): (1, 2, 9)}, r"t-0: the target names unknown broker\(s\) \[9\]"),
     ({("t", 0): (1, 1, 2)}, "more than once"),
-    ({("t", 0): (1, 2)}, "lists 2 replica.* has 3"),
 ])
 def test_plans_the_cluster_cannot_take(plan: ra.Assignment, message: str) -> None:
     with pytest.raises(ra.PlanError, match=message):
         ra.check_plan(plan, CURRENT, LIVE)
+
+
+def test_a_plan_may_change_the_replica_count_unless_that_is_refused() -> None:
+    for changed in ({("t", 0): (1, 2)}, {("t", 0): (1, 2, 3, 4)}):
+        ra.check_plan(changed, CURRENT, LIVE)  # Kafka's way to change a replication factor
+        with pytest.raises(ra.PlanError, match=r"lists .* replica.* has 3, and the replication"):
+            ra.check_plan(changed, CURRENT, LIVE, same_replica_count=True)
+    ra.check_plan({("t", 0): (3, 2, 1)}, CURRENT, LIVE, same_replica_count=True)
 
 
 def test_propose_keeps_counts_and_uses_only_the_given_brokers() -> None:
