@@ -1,4 +1,5 @@
-"""``slog group list|describe|reset-offsets|delete``, like kafka-consumer-groups."""
+"""``slog group list|describe|reset-offsets|delete|delete-offsets``, like
+kafka-consumer-groups."""
 
 from __future__ import annotations
 
@@ -403,3 +404,42 @@ def delete(
         all_missing = len(failures) == len(set(groups)) and all(
             e.code == ErrorCode.group_id_not_found for e in failures.values())
         raise typer.Exit(EXIT_NOT_FOUND if all_missing else EXIT_FAILURE)
+
+
+@app.command("delete-offsets")
+def delete_offsets(
+    group: GroupArgument,
+    topic: Annotated[list[str], typer.Option(
+        "--topic", "-t", help="TOPIC or TOPIC:P,P (repeatable).")],
+    bootstrap: BootstrapOption = DEFAULT_BOOTSTRAP,
+    output: OutputOption = OutputFormat.table,
+) -> None:
+    """Delete a group's committed offsets of some partitions (OffsetDelete).
+
+    The group must be inactive, or no longer subscribed to those topics: a
+    partition of a topic its members still consume fails alone (exit 1).
+
+    Example: slog group delete-offsets billing --topic old-orders
+    """
+    from slog.client.errors import KafkaError
+
+    if not group.strip():
+        fail("the group id must not be empty", code=EXIT_USAGE)
+    failures: dict[str, KafkaError] = {}
+    with client_errors(bootstrap), _Clients(bootstrap) as clients:
+        partitions = _scope(clients, group, topic, all_topics=False)
+        try:
+            clients.groups.delete_offsets(group, partitions)
+        except KafkaError as exc:
+            if not exc.errors:  # the whole request (no such group): the CLI's error table
+                raise
+            failures.update(exc.errors)
+    rows = []
+    for tp in partitions:
+        error = failures.get(f"{tp.topic}-{tp.partition}")
+        rows.append({"group": group, "topic": tp.topic, "partition": tp.partition,
+                     "status": "failed" if error else "deleted",
+                     "error": str(error) if error else None})
+    emit(rows, ["group", "topic", "partition", "status", "error"], output)
+    if failures:
+        raise typer.Exit(EXIT_FAILURE)

@@ -254,19 +254,26 @@ class GroupAdmin:
         _retrying_coordinator(commit)
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> None:
+        """Forget a group's committed offsets of ``partitions`` (OffsetDelete). The
+        group must be empty, or not subscribed to their topics
+        (GROUP_SUBSCRIBED_TO_TOPIC per partition otherwise)."""
         by_topic: dict[str, list[int]] = defaultdict(list)
         for tp in partitions:
             by_topic[tp[0]].append(tp[1])
-        node = find_coordinator(self._cluster, group_id)
-        [response] = _pipeline(self._connection(node), ApiKey.OFFSET_DELETE, [{
-            "group_id": group_id, "topics": [
-                {"name": t, "partitions": [{"partition_index": p} for p in parts]}
-                for t, parts in by_topic.items()]}])
-        if response.error_code:
-            raise KafkaError.for_code(response.error_code, item=group_id)
-        raise_for_items({f"{t.name}-{p.partition_index}": KafkaError.for_code(
-            p.error_code, item=f"{t.name}-{p.partition_index}")
-            for t in response.topics for p in t.partitions if p.error_code})
+        body = {"group_id": group_id, "topics": [
+            {"name": t, "partitions": [{"partition_index": p} for p in parts]}
+            for t, parts in by_topic.items()]}
+
+        def delete() -> None:
+            node = find_coordinator(self._cluster, group_id)
+            [response] = _pipeline(self._connection(node), ApiKey.OFFSET_DELETE, [body])
+            if response.error_code:
+                raise KafkaError.for_code(response.error_code, item=group_id)
+            raise_for_items({f"{t.name}-{p.partition_index}": KafkaError.for_code(
+                p.error_code, item=f"{t.name}-{p.partition_index}")
+                for t in response.topics for p in t.partitions if p.error_code})
+
+        _retrying_coordinator(delete)
 
     def delete_groups(self, group_ids: Iterable[str]) -> None:
         failures: dict[str, KafkaError] = {}

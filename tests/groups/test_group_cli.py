@@ -154,3 +154,37 @@ def test_delete(broker: BrokerProcess) -> None:
     assert committed(broker, group) == {}
     again = slog(broker, "group", "delete", group)
     assert again.exit_code == 4 and "GROUP_ID_NOT_FOUND" in again.stdout
+
+
+def test_delete_offsets(broker: BrokerProcess) -> None:
+    kept, old = make_topic(broker.bootstrap, 2), make_topic(broker.bootstrap, 1)
+    group = unique("cli-delete-offsets")
+    with group_consumer(broker.bootstrap, group) as consumer:  # no subscription: no member
+        consumer.assign([TopicPartition(old, 0)])
+        consumer.commit({TopicPartition(old, 0): 0})
+    consumer = group_consumer(broker.bootstrap, group)
+    consumer.subscribe([kept])
+    wait_for(lambda: len(consumer.assignment()) == 2, step=lambda: consumer.poll(20),
+             what="the assignment")
+    consumer.commit({TopicPartition(kept, 0): 0, TopicPartition(kept, 1): 0})
+    try:
+        # Active: the topic it consumes keeps its offsets, the one it left loses them.
+        partly = slog(broker, "group", "delete-offsets", group, "-t", old, "-t", f"{kept}:1",
+                      "-o", "json")
+        assert partly.exit_code == 1, partly.stderr
+        rows = {(r["topic"], r["partition"]): r for r in json.loads(partly.stdout)}
+        assert rows[old, 0]["status"] == "deleted"
+        assert rows[kept, 1]["status"] == "failed"
+        assert "GROUP_SUBSCRIBED_TO_TOPIC" in rows[kept, 1]["error"]
+        assert set(committed(broker, group)) == {TopicPartition(kept, 0),
+                                                 TopicPartition(kept, 1)}
+    finally:
+        consumer.close()
+    rows = cli_json(broker, "group", "delete-offsets", group, "--topic", kept)
+    assert [(r["partition"], r["status"]) for r in rows] == [(0, "deleted"), (1, "deleted")]
+    assert committed(broker, group) == {}
+
+    missing = slog(broker, "group", "delete-offsets", unique("nobody"), "-t", kept)
+    assert missing.exit_code == 4 and "GROUP_ID_NOT_FOUND" in missing.stderr
+    assert slog(broker, "group", "delete-offsets", group, "-t", "no-such-topic").exit_code == 4
+    assert slog(broker, "group", "delete-offsets", group).exit_code == 2
