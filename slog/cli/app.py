@@ -91,6 +91,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "bench": ("bench_cmd", "app", "group"),
     "dump-log": ("dumplog_cmd", "dump_log", "command"),
     "get-offsets": ("offsets_cmd", "get_offsets", "command"),
+    "log-dirs": ("log_dirs_cmd", "log_dirs", "command"),
     "spark-export": ("spark_cmd", "spark_export", "command"),
     "elect-leaders": ("elect_cmd", "elect_leaders", "command"),
     "config": ("config_cmd", "app", "group"),

@@ -223,6 +223,11 @@ SCHEMAS: dict[str, Shape] = {
     "get-offsets": Shape("list", {"topic": _TOPIC, "partition": _PARTITION,
                                   "offset": "offset found", "timestamp": "ms, or null",
                                   "leader_epoch": "leader epoch, or null"}),
+    "log-dirs": Shape("list", {"broker": "broker id", "log_dir": "that broker's log directory",
+                               "topic": _TOPIC, "partition": _PARTITION,
+                               "size": "bytes of the replica's segments",
+                               "offset_lag": "messages its log end is behind the high "
+                                             "watermark its broker knows"}),
     # slog bench / dump-log (see their modules).
     **{f"bench {mode}": Shape("list", {**BENCH_FIELDS, **extra}) for mode, extra in (
         ("produce", {"record_size": "value bytes", "acks": "0, 1 or all",

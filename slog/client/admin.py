@@ -93,6 +93,7 @@ class ReplicaLogDir:
 
     size: int
     offset_lag: int
+    log_dir: str = ""  # the directory on its broker that holds it
 
 
 def _replicas(target: Sequence[int] | None) -> list[int] | None:
@@ -508,7 +509,7 @@ class Admin:
         if getattr(response, "error_code", 0):
             raise KafkaError.for_code(response.error_code)
         return {TopicPartition(t.name, p.partition_index):
-                ReplicaLogDir(p.partition_size, p.offset_lag)
+                ReplicaLogDir(p.partition_size, p.offset_lag, result.log_dir)
                 for result in response.results if not result.error_code
                 for t in result.topics for p in t.partitions if not p.is_future_key}
 
