@@ -427,7 +427,7 @@ def delete_offsets(
         fail("the group id must not be empty", code=EXIT_USAGE)
     failures: dict[str, KafkaError] = {}
     with client_errors(bootstrap), _Clients(bootstrap) as clients:
-        partitions = _scope(clients, group, topic, all_topics=False)
+        partitions = list(dict.fromkeys(_scope(clients, group, topic, all_topics=False)))
         try:
             clients.groups.delete_offsets(group, partitions)
         except KafkaError as exc:

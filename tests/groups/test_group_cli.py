@@ -180,7 +180,7 @@ def test_delete_offsets(broker: BrokerProcess) -> None:
                                                  TopicPartition(kept, 1)}
     finally:
         consumer.close()
-    rows = cli_json(broker, "group", "delete-offsets", group, "--topic", kept)
+    rows = cli_json(broker, "group", "delete-offsets", group, "--topic", kept, "-t", f"{kept}:0")
     assert [(r["partition"], r["status"]) for r in rows] == [(0, "deleted"), (1, "deleted")]
     assert committed(broker, group) == {}
 
