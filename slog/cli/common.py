@@ -160,6 +160,16 @@ def select_names(names: list[str] | None, regex: str | None, available: list[str
     return list(dict.fromkeys([*(names or []), *matched]))
 
 
+def topics_by_name_or_regex(admin: Any, names: list[str] | None, regex: str | None
+                            ) -> list[str]:
+    """``names`` plus the topics ``regex`` matches (internal ones too); every topic but
+    the internal ones when neither is given. Named topics are not checked to exist."""
+    every = not names and regex is None
+    available = [t.name for t in admin.list_topics(include_internal=bool(regex))] \
+        if regex or every else []
+    return available if every else select_names(names, regex, available) or []
+
+
 @contextmanager
 def client_errors(bootstrap: str) -> Iterator[None]:
     """Turn client exceptions into one-line errors with the documented exit codes."""

@@ -17,7 +17,7 @@ from slog.cli.common import (
     RegexOption,
     client_errors,
     fail,
-    select_names,
+    topics_by_name_or_regex,
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
 
@@ -35,7 +35,7 @@ def log_dirs(
     """Each replica's size in bytes and its offset lag (how far its log end is behind
     the high watermark its broker knows), per broker and log directory.
 
-    Without topic names or --regex: every topic. Exit 4 when a named topic or
+    Without topic names or --regex: every topic but the internal ones. Exit 4 when a named topic or
     broker does not exist, 1 when a broker could not answer (the others' rows
     are still printed).
 
@@ -47,18 +47,15 @@ def log_dirs(
     from slog.client.errors import KafkaError
 
     failures: dict[str, KafkaError] = {}
-    chosen: set[str] = set()
     with client_errors(bootstrap), Admin(bootstrap, client_id="slog-cli") as admin:
-        every = not topics and regex is None
-        if not every:
-            available = [t.name for t in admin.list_topics(include_internal=bool(regex))]
-            chosen = set(select_names(topics, regex, available) or [])
-            missing = sorted(set(topics or []) - set(available))
-            if missing or not chosen:
-                fail(f"no such topic: {', '.join(missing)}" if missing
-                     else f"no topic matches {regex!r}",
-                     hint="list topics with `slog topic list`", code=EXIT_NOT_FOUND)
-        known = sorted(admin.cluster.refresh_metadata([]).brokers)
+        chosen = set(topics_by_name_or_regex(admin, topics, regex))
+        meta = admin.cluster.refresh_metadata(chosen)
+        missing = sorted(n for n in chosen if (t := meta.topics.get(n)) is None or t.error_code)
+        if missing or (regex is not None and not chosen):
+            fail(f"no such topic: {', '.join(missing)}" if missing
+                 else f"no topic matches {regex!r}",
+                 hint="list topics with `slog topic list`", code=EXIT_NOT_FOUND)
+        known = sorted(meta.brokers)
         unknown = sorted(set(broker or []) - set(known))
         if unknown:
             fail(f"no such broker: {', '.join(map(str, unknown))} (brokers: "
@@ -72,8 +69,7 @@ def log_dirs(
         {"broker": broker_id, "log_dir": replica.log_dir, "topic": tp.topic,
          "partition": tp.partition, "size": replica.size, "offset_lag": replica.offset_lag}
         for broker_id, replicas in sorted(found.items())
-        for tp, replica in sorted(replicas.items())
-        if every or tp.topic in chosen]
+        for tp, replica in sorted(replicas.items()) if tp.topic in chosen]
     emit(rows, COLUMNS, output)
     for item, error in failures.items():
         print(f"{item}: {error}", file=sys.stderr)

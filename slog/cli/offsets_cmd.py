@@ -17,7 +17,7 @@ from slog.cli.common import (
     RegexOption,
     client_errors,
     fail,
-    select_names,
+    topics_by_name_or_regex,
 )
 from slog.cli.output import OutputFormat, OutputOption, emit
 
@@ -69,10 +69,7 @@ def get_offsets(
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     with client_errors(bootstrap), Admin(bootstrap, client_id="slog-cli") as admin:
-        every = not topics and regex is None
-        available = [t.name for t in admin.list_topics(include_internal=bool(regex))] \
-            if regex or every else []
-        topics = available if every else select_names(topics, regex, available) or []
+        topics = topics_by_name_or_regex(admin, topics, regex)
         meta = admin.cluster.refresh_metadata(topics) if topics else None
         wanted: list[Any] = []
         missing = []
